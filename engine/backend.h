@@ -1,0 +1,39 @@
+/* backend.h — what a compute backend provides to the runner (internal). The runner validates the
+ * inputs, sizes and allocates the results (tokens/frames arrays of capacity encoder_frames *
+ * max_symbols), and turns tokens into text; a backend only computes. */
+#ifndef RNNT_BACKEND_H
+#define RNNT_BACKEND_H
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rnnt_backend_ops {
+    const char *name;
+    /* Allocate everything for up to p->max_batch utterances of p->max_frames frames. */
+    rnnt_status (*create)(const struct rnnt_model *m, const rnnt_runner_params *p, void **state,
+                          char *err, size_t errlen);
+    void (*destroy)(void *state);
+    const char *(*device_name)(void *state);
+    /* Decode n utterances; fill n_tokens, tokens, frames, encoder_frames, frames_skipped,
+     * decode_steps and status of each result (tokens/frames arrays are preallocated). */
+    rnnt_status (*decode)(void *state, int n, const rnnt_input *in, rnnt_result *out,
+                          rnnt_timing *timing, char *err, size_t errlen);
+} rnnt_backend_ops;
+
+extern const rnnt_backend_ops rnnt_backend_cpu;
+#ifdef RNNT_WITH_CUDA
+extern const rnnt_backend_ops rnnt_backend_cuda;
+int rnnt_cuda_device_count(void);
+#endif
+
+/* Formats a message into err (when err != NULL) and returns s. */
+rnnt_status rnnt_set_err(char *err, size_t errlen, rnnt_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif

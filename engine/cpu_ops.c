@@ -1,0 +1,304 @@
+/* cpu_ops.c — see cpu_ops.h. */
+#include "cpu_ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+float rnnt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                           float *scratch)
+{
+    const int R = RNNT_CPU_ROWS;
+    int full = M / R * R;
+    for (int r = 0; r < full; r += R) rnnt_cpu_gemm_nt(R, N, K, A + (size_t)r * lda, lda, B, ldb, beta, C + (size_t)r * ldc, ldc);
+    int rest = M - full;
+    if (!rest) return;
+    /* The short last chunk goes through R-row buffers so its shape is the same as every other chunk's. */
+    float *a = scratch, *c = scratch + (size_t)R * K;
+    memset(a, 0, sizeof(float) * (size_t)R * K);
+    memset(c, 0, sizeof(float) * (size_t)R * N);
+    for (int i = 0; i < rest; i++) {
+        memcpy(a + (size_t)i * K, A + (size_t)(full + i) * lda, sizeof(float) * (size_t)K);
+        if (beta != 0.0f) memcpy(c + (size_t)i * N, C + (size_t)(full + i) * ldc, sizeof(float) * (size_t)N);
+    }
+    rnnt_cpu_gemm_nt(R, N, K, a, K, B, ldb, beta, c, N);
+    for (int i = 0; i < rest; i++) memcpy(C + (size_t)(full + i) * ldc, c + (size_t)i * N, sizeof(float) * (size_t)N);
+}
+
+void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, int ldpre, float *h, int ldh, float *c, int ldc)
+{
+    for (int r = 0; r < M; r++) {
+        const float *a = pre + (size_t)r * ldpre;
+        float *hr = h + (size_t)r * ldh, *cr = c + (size_t)r * ldc;
+        if (act == RNNT_ACT_HARD) {
+            for (int j = 0; j < H; j++) {
+                float i = rnnt_hardsigmoid(a[j]), f = rnnt_hardsigmoid(a[H + j]), g = rnnt_hardtanh(a[2 * H + j]),
+                      o = rnnt_hardsigmoid(a[3 * H + j]);
+                cr[j] = f * cr[j] + i * g;
+                hr[j] = o * rnnt_hardtanh(cr[j]);
+            }
+        } else {
+            for (int j = 0; j < H; j++) {
+                float i = rnnt_sigmoidf(a[j]), f = rnnt_sigmoidf(a[H + j]), g = tanhf(a[2 * H + j]), o = rnnt_sigmoidf(a[3 * H + j]);
+                cr[j] = f * cr[j] + i * g;
+                hr[j] = o * tanhf(cr[j]);
+            }
+        }
+    }
+}
+
+static size_t rows_scratch(int K, int N) { return 2 * (size_t)RNNT_CPU_ROWS * ((size_t)K + (size_t)N); }
+
+size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M)
+{
+    int K = L->input > L->hidden ? L->input : L->hidden;
+    return (size_t)M * 4 * L->hidden + rows_scratch(K, 4 * L->hidden);
+}
+
+void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx, float *h, float *c, float *scratch)
+{
+    int H = L->hidden, G = 4 * H;
+    float *pre = scratch, *rs = scratch + (size_t)M * G;
+    rnnt_cpu_gemm_nt_rows(M, G, L->input, x, ldx, L->w_ih, L->input, 0.0f, pre, G, rs);
+    rnnt_cpu_gemm_nt_rows(M, G, H, h, H, L->w_hh, H, 1.0f, pre, G, rs);
+    for (int r = 0; r < M; r++)
+        for (int j = 0; j < G; j++) pre[(size_t)r * G + j] += L->bias[j];
+    rnnt_cpu_lstm_pointwise(act, M, H, pre, G, h, H, c, H);
+}
+
+void rnnt_cpu_frontend(const struct rnnt_model *m, const float *feats, int T, float *out)
+{
+    int F = m->feature_dim, T1 = rnnt_stacked_len(T, m->stacking);
+    for (int t = 0; t < T; t++)
+        for (int f = 0; f < F; f++) {
+            float v = feats[(size_t)t * F + f];
+            out[(size_t)t * F + f] = m->fe_mean ? (v - m->fe_mean[f]) / m->fe_std[f] : v;
+        }
+    memset(out + (size_t)T * F, 0, sizeof(float) * ((size_t)T1 * m->stacking - (size_t)T) * F);
+}
+
+/* ---- the batched encoder ------------------------------------------------------------------- */
+
+#define MAX_ENC_LAYERS 32
+
+/* Lengths of one utterance at every layer: T[0] = after frame stacking, T[l] = input rows of layer l. */
+static void layer_lengths(const struct rnnt_model *m, int frames, int *T)
+{
+    T[0] = rnnt_stacked_len(frames, m->stacking);
+    for (int l = 1; l <= m->n_enc; l++) T[l] = rnnt_stacked_len(T[l - 1], m->enc[l - 1].time_stack);
+}
+
+/* The scratch layout, shared by the size function and the encoder: per utterance the stacked input,
+ * each layer's (zero-padded) output but the last (which goes to out[b]) and one gate pre-activation
+ * buffer; then the batch's recurrent state. With base == NULL only the size is computed. */
+typedef struct {
+    float *x0, *pre, *y[MAX_ENC_LAYERS];
+} utt_bufs;
+
+static float *carve(float *base, size_t *off, size_t count)
+{
+    float *p = base ? base + *off : NULL;
+    *off += (count + 15) & ~(size_t)15; /* 64-byte aligned pieces */
+    return p;
+}
+
+static size_t layout(const struct rnnt_model *m, int n, const int *frames, float *base, utt_bufs *u, float **h, float **c, float **gates,
+                     float **rows, int **order)
+{
+    size_t off = 0;
+    int Hmax = 0;
+    for (int l = 0; l < m->n_enc; l++)
+        if (m->enc[l].hidden > Hmax) Hmax = m->enc[l].hidden;
+    for (int b = 0; b < n; b++) {
+        int T[MAX_ENC_LAYERS + 1];
+        layer_lengths(m, frames[b], T);
+        size_t pre_floats = 0;
+        float *p = carve(base, &off, (size_t)T[0] * m->stacking * m->feature_dim);
+        if (u) u[b].x0 = p;
+        for (int l = 0; l < m->n_enc; l++) {
+            const rnnt_lstm_layer *L = &m->enc[l];
+            if ((size_t)T[l] * 4 * L->hidden > pre_floats) pre_floats = (size_t)T[l] * 4 * L->hidden;
+            if (l < m->n_enc - 1) {
+                p = carve(base, &off, (size_t)T[l + 1] * L->time_stack * L->hidden);
+                if (u) u[b].y[l] = p;
+            }
+        }
+        p = carve(base, &off, pre_floats);
+        if (u) u[b].pre = p;
+    }
+    float *ph = carve(base, &off, (size_t)n * Hmax), *pc = carve(base, &off, (size_t)n * Hmax),
+          *pg = carve(base, &off, (size_t)n * 4 * Hmax), *pr = carve(base, &off, rows_scratch(Hmax, 4 * Hmax)),
+          *po = carve(base, &off, (size_t)n);
+    if (h) *h = ph;
+    if (c) *c = pc;
+    if (gates) *gates = pg;
+    if (rows) *rows = pr;
+    if (order) *order = (int *)po;
+    return off;
+}
+
+size_t rnnt_cpu_encoder_scratch_batch(const struct rnnt_model *m, int n, const int *frames)
+{
+    return layout(m, n, frames, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+}
+
+void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *in, float *const *out, float *scratch, rnnt_layer_hook hook,
+                           void *user)
+{
+    int frames[n > 0 ? n : 1];
+    frames[0] = 0;
+    for (int b = 0; b < n; b++) frames[b] = in[b].frames;
+    utt_bufs u[n > 0 ? n : 1];
+    memset(u, 0, sizeof u);
+    float *h, *c, *gates, *rows;
+    int *order;
+    layout(m, n, frames, scratch, u, &h, &c, &gates, &rows, &order);
+    /* Longest first, so the utterances still running at step t are a prefix of `order`. */
+    for (int b = 0; b < n; b++) order[b] = b;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && frames[order[j]] > frames[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int b = 0; b < n; b++) rnnt_cpu_frontend(m, in[b].features, in[b].frames, u[b].x0);
+
+    for (int l = 0; l < m->n_enc; l++) {
+        const rnnt_lstm_layer *L = &m->enc[l];
+        int H = L->hidden, G = 4 * H, Tmax = 0;
+        int T[n > 0 ? n : 1];
+        const float *x[n > 0 ? n : 1];
+        float *y[n > 0 ? n : 1];
+        for (int b = 0; b < n; b++) {
+            int Tl[MAX_ENC_LAYERS + 1];
+            layer_lengths(m, frames[b], Tl);
+            T[b] = Tl[l];
+            if (T[b] > Tmax) Tmax = T[b];
+            x[b] = l == 0 ? u[b].x0 : u[b].y[l - 1];
+            y[b] = l == m->n_enc - 1 ? out[b] : u[b].y[l];
+            /* Input projection of all of this utterance's frames at once, bias folded in. */
+            rnnt_cpu_gemm_nt(T[b], G, L->input, x[b], L->input, L->w_ih, L->input, 0.0f, u[b].pre, G);
+            for (int t = 0; t < T[b]; t++)
+                for (int j = 0; j < G; j++) u[b].pre[(size_t)t * G + j] += L->bias[j];
+        }
+        memset(h, 0, sizeof(float) * (size_t)n * H);
+        memset(c, 0, sizeof(float) * (size_t)n * H);
+        for (int t = 0; t < Tmax; t++) {
+            int active = 0;
+            while (active < n && T[order[active]] > t) active++;
+            rnnt_cpu_gemm_nt_rows(active, G, H, h, H, L->w_hh, H, 0.0f, gates, G, rows);
+            for (int r = 0; r < active; r++) {
+                const float *p = u[order[r]].pre + (size_t)t * G;
+                float *g = gates + (size_t)r * G;
+                for (int j = 0; j < G; j++) g[j] += p[j];
+            }
+            rnnt_cpu_lstm_pointwise(m->act, active, H, gates, G, h, H, c, H);
+            for (int r = 0; r < active; r++) memcpy(y[order[r]] + (size_t)t * H, h + (size_t)r * H, sizeof(float) * H);
+        }
+        for (int b = 0; b < n; b++) {
+            if (hook) hook(user, l, b, T[b], H, y[b]);
+            /* Zero rows up to a multiple of time_stack: the stacked view of the next layer reads them. */
+            if (l < m->n_enc - 1) {
+                size_t padded = (size_t)rnnt_stacked_len(T[b], L->time_stack) * L->time_stack;
+                memset(y[b] + (size_t)T[b] * H, 0, sizeof(float) * (padded - (size_t)T[b]) * H);
+            }
+        }
+    }
+}
+
+size_t rnnt_cpu_encoder_scratch(const struct rnnt_model *m, int T) { return rnnt_cpu_encoder_scratch_batch(m, 1, &T); }
+
+typedef struct {
+    const float **layer_out;
+} single_hook;
+
+static void keep_layer(void *user, int layer, int utt, int T, int H, const float *y)
+{
+    single_hook *s = user;
+    if (s->layer_out) s->layer_out[layer] = y;
+}
+
+int rnnt_cpu_encode(const struct rnnt_model *m, const float *feats, int T, float *out, float *scratch, const float **layer_out)
+{
+    rnnt_input in = {feats, T};
+    single_hook s = {layer_out};
+    rnnt_cpu_encode_batch(m, 1, &in, &out, scratch, keep_layer, &s);
+    return rnnt_model_encoder_frames(m, T);
+}
+
+size_t rnnt_cpu_lstm_sequence_scratch(const rnnt_lstm_layer *L, int T)
+{
+    return (size_t)T * 4 * L->hidden + 2 * (size_t)L->hidden + rnnt_cpu_lstm_step_scratch(L, 1);
+}
+
+void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, const float *x, float *y, float *scratch)
+{
+    /* Same arithmetic as one utterance in rnnt_cpu_encode_batch. */
+    int H = L->hidden, G = 4 * H;
+    float *pre = scratch, *h = pre + (size_t)T * G, *c = h + H, *gates = c + H, *rows = gates + G;
+    rnnt_cpu_gemm_nt(T, G, L->input, x, L->input, L->w_ih, L->input, 0.0f, pre, G);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < G; j++) pre[(size_t)t * G + j] += L->bias[j];
+    memset(h, 0, sizeof(float) * 2 * H);
+    for (int t = 0; t < T; t++) {
+        rnnt_cpu_gemm_nt_rows(1, G, H, h, H, L->w_hh, H, 0.0f, gates, G, rows);
+        for (int j = 0; j < G; j++) gates[j] += pre[(size_t)t * G + j];
+        rnnt_cpu_lstm_pointwise(act, 1, H, gates, G, h, H, c, H);
+        memcpy(y + (size_t)t * H, h, sizeof(float) * H);
+    }
+}
+
+/* ---- joint --------------------------------------------------------------------------------- */
+
+void rnnt_cpu_joint_enc_proj(const struct rnnt_model *m, int T, const float *f, float *fp)
+{
+    int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
+    rnnt_cpu_gemm_nt(T, J, He, f, He, m->joint_enc_w, He, 0.0f, fp, J);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < J; j++) fp[(size_t)t * J + j] += m->joint_enc_b[j];
+}
+
+void rnnt_cpu_joint_pred_proj(const struct rnnt_model *m, int M, const float *g, float *gp, float *scratch)
+{
+    int J = m->joint_dim, Hp = m->pred[m->n_pred - 1].hidden;
+    rnnt_cpu_gemm_nt_rows(M, J, Hp, g, Hp, m->joint_pred_w, Hp, 0.0f, gp, J, scratch);
+    for (int r = 0; r < M; r++)
+        for (int j = 0; j < J; j++) gp[(size_t)r * J + j] += m->joint_pred_b[j];
+}
+
+void rnnt_cpu_joint_logits(const struct rnnt_model *m, const float *fp_row, const float *gp_row, float *logits, float *hidden)
+{
+    int J = m->joint_dim;
+    for (int j = 0; j < J; j++) {
+        float v = fp_row[j] + gp_row[j];
+        hidden[j] = m->joint_act == RNNT_JOINT_RELU ? (v > 0.0f ? v : (v != v ? v : 0.0f)) : tanhf(v);
+    }
+    memcpy(logits, m->joint_out_b, sizeof(float) * m->n_out);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, m->n_out, J, 1.0f, m->joint_out_w, J, hidden, 1, 1.0f, logits, 1);
+}
+
+void rnnt_cpu_joint_argmax(const struct rnnt_model *m, int M, const float *const *fp_rows, const float *const *gp_rows, int *argmax,
+                           float *scratch)
+{
+    float *hidden = scratch, *logits = scratch + m->joint_dim;
+    for (int r = 0; r < M; r++) {
+        rnnt_cpu_joint_logits(m, fp_rows[r], gp_rows[r], logits, hidden);
+        int best = 0;
+        for (int k = 0; k < m->n_out; k++) {
+            if (!isfinite(logits[k])) {
+                best = -1;
+                break;
+            }
+            if (logits[k] > logits[best]) best = k;
+        }
+        argmax[r] = best;
+    }
+}

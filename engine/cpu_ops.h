@@ -1,0 +1,96 @@
+/* cpu_ops.h — fp32 CPU compute primitives (internal): the CPU backend is built from them, and every
+ * GPU kernel is checked against its twin here. Row-major everywhere.
+ *
+ * Batch invariance: OpenBLAS may pick a different kernel (and so a different summation order) for
+ * different matrix shapes. Every GEMM whose rows are utterances of a batch therefore runs on row chunks
+ * of exactly RNNT_CPU_ROWS rows (a short last chunk is padded through scratch), so the arithmetic for one
+ * utterance is the same whatever else shares its batch. GEMMs over one utterance's own frames are
+ * shaped by that utterance alone. */
+#ifndef RNNT_CPU_OPS_H
+#define RNNT_CPU_OPS_H
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RNNT_CPU_ROWS 8
+
+/* PyTorch's hardsigmoid / hardtanh; NaN propagates (FORMAT.md, NaN policy). */
+static inline float rnnt_hardsigmoid(float x)
+{
+    if (x != x) return x;
+    float y = x / 6.0f + 0.5f;
+    return y <= 0.0f ? 0.0f : (y >= 1.0f ? 1.0f : y);
+}
+static inline float rnnt_hardtanh(float x)
+{
+    if (x != x) return x;
+    return x <= -1.0f ? -1.0f : (x >= 1.0f ? 1.0f : x);
+}
+float rnnt_sigmoidf(float x);
+
+/* C[M,N] = A[M,K] · B[N,K]^T + beta·C, through cblas_sgemm, for any M (one-utterance shapes). */
+void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                      float beta, float *C, int ldc);
+/* The same for rows that belong to different utterances: runs in chunks of RNNT_CPU_ROWS rows.
+ * scratch: 2 * RNNT_CPU_ROWS * (K + N) floats. */
+void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc, float *scratch);
+
+/* LSTM cell update for M rows: pre [M, 4H] holds the gate pre-activations (both biases included), gates
+ * i f g o; h, c [M, H] are updated in place. */
+void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, int ldpre, float *h,
+                             int ldh, float *c, int ldc);
+
+/* One LSTM layer over one utterance from zero state: x [T, I] -> y [T, H].
+ * scratch: rnnt_cpu_lstm_sequence_scratch(L, T) floats. */
+size_t rnnt_cpu_lstm_sequence_scratch(const rnnt_lstm_layer *L, int T);
+void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, const float *x,
+                            float *y, float *scratch);
+
+/* One LSTM step for M rows of different utterances: x [M, I] (row stride ldx), h, c [M, H] in place.
+ * scratch: rnnt_cpu_lstm_step_scratch(L, M) floats. */
+size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M);
+void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx,
+                        float *h, float *c, float *scratch);
+
+/* Normalisation + frame stacking of one utterance: feats [T, F] -> out [ceil(T/k), kF]. */
+void rnnt_cpu_frontend(const struct rnnt_model *m, const float *feats, int T, float *out);
+
+/* Encoder of n utterances as one batch: per-utterance input projections (one GEMM over each
+ * utterance's frames), the recurrence on row chunks over the utterances still running, time stacking
+ * as a view of zero-padded outputs. out[b] receives [T_enc_b, He] (T_enc from
+ * rnnt_model_encoder_frames). scratch: rnnt_cpu_encoder_scratch_batch(m, n, frames) floats.
+ * hook, when not NULL, sees each layer's output of each utterance before time stacking. */
+typedef void (*rnnt_layer_hook)(void *user, int layer, int utt, int T, int H, const float *y);
+size_t rnnt_cpu_encoder_scratch_batch(const struct rnnt_model *m, int n, const int *frames);
+void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *in, float *const *out,
+                           float *scratch, rnnt_layer_hook hook, void *user);
+
+/* The same for one utterance: feats [T, F] -> out [T_enc, He]; returns T_enc. layer_out, when not
+ * NULL, receives a pointer to each layer's output before time stacking (inside scratch).
+ * scratch: rnnt_cpu_encoder_scratch(m, T) floats. */
+size_t rnnt_cpu_encoder_scratch(const struct rnnt_model *m, int T);
+int rnnt_cpu_encode(const struct rnnt_model *m, const float *feats, int T, float *out, float *scratch,
+                    const float **layer_out);
+
+/* Joint encoder projection of T frames: f [T, He] -> fp [T, J] (joint.enc bias included). */
+void rnnt_cpu_joint_enc_proj(const struct rnnt_model *m, int T, const float *f, float *fp);
+/* Joint predictor projection of M rows: g [M, Hp] -> gp [M, J] (joint.pred bias included).
+ * scratch: 2 * RNNT_CPU_ROWS * (Hp + J) floats. */
+void rnnt_cpu_joint_pred_proj(const struct rnnt_model *m, int M, const float *g, float *gp,
+                              float *scratch);
+/* Full joint output of one (frame, label-state) pair: logits [n_out]. hidden: J floats of scratch. */
+void rnnt_cpu_joint_logits(const struct rnnt_model *m, const float *fp_row, const float *gp_row,
+                           float *logits, float *hidden);
+/* Argmax of the joint for M pairs; fp_rows[i] / gp_rows[i] point at J floats each. Ties go to the lowest
+ * index. Returns -1 for a pair whose outputs are not all finite. scratch: J + n_out floats. */
+void rnnt_cpu_joint_argmax(const struct rnnt_model *m, int M, const float *const *fp_rows,
+                           const float *const *gp_rows, int *argmax, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

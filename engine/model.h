@@ -1,0 +1,72 @@
+/* model.h — the loaded model as the backends see it (internal to the engine and kernels).
+ * All weights are fp32, contiguous, in one arena owned by the model; immutable after load. */
+#ifndef RNNT_MODEL_H
+#define RNNT_MODEL_H
+
+#include "rnnt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RNNT_MAX_BIG_BLANKS 8
+
+typedef struct {
+    int input, hidden, time_stack;
+    const float *w_ih; /* [4H, I], gates i f g o */
+    const float *w_hh; /* [4H, H] */
+    const float *b_ih; /* [4H] */
+    const float *b_hh; /* [4H] */
+    const float *bias; /* [4H] = b_ih + b_hh, folded at load */
+} rnnt_lstm_layer;
+
+typedef struct {
+    int sample_rate, win_length, hop_length, n_fft, n_mels, center;
+    double preemphasis, dither, power, f_min, f_max, log_floor;
+    char window[16], mel_scale[16], mel_norm[16];
+    int normalize; /* 1 = global mean/std */
+} rnnt_frontend;
+
+struct rnnt_model {
+    rnnt_model_info info;
+    char name[72];
+    rnnt_frontend fe;
+    int feature_dim, stacking;
+    rnnt_lstm_act act;
+    int n_enc;
+    rnnt_lstm_layer *enc;
+    int embed_dim;
+    const float *embedding; /* [V + 1, E] */
+    int n_pred;
+    rnnt_lstm_layer *pred;
+    int joint_dim;
+    rnnt_joint_act joint_act;
+    const float *joint_enc_w, *joint_enc_b;   /* [J, He], [J] */
+    const float *joint_pred_w, *joint_pred_b; /* [J, Hp], [J] */
+    const float *joint_out_w, *joint_out_b;   /* [n_out, J], [n_out] */
+    int vocab;      /* V */
+    int n_big;      /* n */
+    int durations[RNNT_MAX_BIG_BLANKS];
+    int n_out;      /* V + n + 1 */
+    int blank;      /* V + n */
+    int max_symbols;
+    const float *fe_mean, *fe_std; /* [F] or NULL */
+    char **tokens;  /* V strings */
+    float *arena;   /* owns every weight above */
+    size_t arena_floats;
+};
+
+/* Duration of joint output k when it is a big blank, else 0. */
+static inline int rnnt_big_blank_duration(const struct rnnt_model *m, int k)
+{
+    if (k < m->vocab || k >= m->blank) return 0;
+    return m->durations[m->blank - 1 - k];
+}
+
+/* Frames after stacking `frames` frames by `s` (ceil, zero padded). */
+static inline int rnnt_stacked_len(int frames, int s) { return (frames + s - 1) / s; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,147 @@
+/* runner.c — the public decoding entry points: picks a backend, validates every input, sizes the
+ * results, and turns tokens into text. Backends only compute. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* OpenBLAS's own thread-count setter (not part of CBLAS). */
+void openblas_set_num_threads(int num_threads);
+
+struct rnnt_runner {
+    const struct rnnt_model *m;
+    rnnt_runner_params p;
+    const rnnt_backend_ops *ops;
+    void *state;
+};
+
+#define MAX_BATCH_LIMIT 4096
+#define MAX_FRAMES_LIMIT 10000000
+
+rnnt_runner_params rnnt_runner_default_params(void)
+{
+    return (rnnt_runner_params){
+        .backend = RNNT_BACKEND_AUTO,
+        .device = 0,
+        .precision = RNNT_PRECISION_FP16,
+        .max_batch = 32,
+        .max_frames = 30000, /* 5 minutes at a 10 ms hop */
+        .cpu_threads = 0,
+    };
+}
+
+int rnnt_cuda_available(void)
+{
+#ifdef RNNT_WITH_CUDA
+    return rnnt_cuda_device_count() > 0;
+#else
+    return 0;
+#endif
+}
+
+rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!m || !p) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no model or parameters given");
+    if (p->max_batch < 1 || p->max_batch > MAX_BATCH_LIMIT)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "max_batch %d is not in [1, %d]", p->max_batch, MAX_BATCH_LIMIT);
+    if (p->max_frames < 1 || p->max_frames > MAX_FRAMES_LIMIT)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "max_frames %d is not in [1, %d]", p->max_frames, MAX_FRAMES_LIMIT);
+    if (p->cpu_threads < 0 || p->cpu_threads > 1024)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "cpu_threads %d is not in [0, 1024]", p->cpu_threads);
+    if (p->precision != RNNT_PRECISION_FP16 && p->precision != RNNT_PRECISION_FP32)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "unknown precision %d", (int)p->precision);
+    const rnnt_backend_ops *ops = NULL;
+    switch (p->backend) {
+    case RNNT_BACKEND_AUTO: ops = rnnt_cuda_available() ? NULL : &rnnt_backend_cpu; break;
+    case RNNT_BACKEND_CPU: ops = &rnnt_backend_cpu; break;
+    case RNNT_BACKEND_CUDA:
+#ifdef RNNT_WITH_CUDA
+        if (!rnnt_cuda_available()) return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "backend cuda: no usable CUDA device");
+        break;
+#else
+        return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "backend cuda: this build has no CUDA backend (built without nvcc)");
+#endif
+    default: return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "unknown backend %d", (int)p->backend);
+    }
+#ifdef RNNT_WITH_CUDA
+    if (!ops) ops = &rnnt_backend_cuda;
+#endif
+    if (!ops) return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "no backend available");
+    rnnt_runner *r = calloc(1, sizeof *r);
+    if (!r) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    r->m = m;
+    r->p = *p;
+    r->ops = ops;
+    if (ops == &rnnt_backend_cpu && p->cpu_threads > 0) openblas_set_num_threads(p->cpu_threads);
+    rnnt_status st = ops->create(m, p, &r->state, err, errlen);
+    if (st) {
+        free(r);
+        return st;
+    }
+    *out = r;
+    return RNNT_OK;
+}
+
+void rnnt_runner_free(rnnt_runner *r)
+{
+    if (!r) return;
+    r->ops->destroy(r->state);
+    free(r);
+}
+
+const char *rnnt_runner_backend_name(const rnnt_runner *r) { return r->ops->name; }
+const char *rnnt_runner_device_name(const rnnt_runner *r) { return r->ops->device_name(r->state); }
+const rnnt_runner_params *rnnt_runner_get_params(const rnnt_runner *r) { return &r->p; }
+
+void rnnt_result_clear(rnnt_result *res)
+{
+    if (!res) return;
+    free(res->tokens);
+    free(res->frames);
+    free(res->text);
+    memset(res, 0, sizeof *res);
+}
+
+rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing, char *err,
+                               size_t errlen)
+{
+    const struct rnnt_model *m = r->m;
+    if (n < 1 || n > r->p.max_batch)
+        return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%d utterances in one batch, the runner takes 1 to %d", n, r->p.max_batch);
+    if (!inputs || !results) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no inputs or results given");
+    for (int b = 0; b < n; b++) {
+        const rnnt_input *in = &inputs[b];
+        if (in->frames < 0) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: negative frame count", b);
+        if (in->frames > r->p.max_frames)
+            return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "utterance %d: %d frames, the runner takes at most %d", b, in->frames,
+                                r->p.max_frames);
+        if (in->frames && !in->features) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: no features", b);
+        size_t count = (size_t)in->frames * m->feature_dim;
+        for (size_t i = 0; i < count; i++)
+            if (!isfinite(in->features[i]))
+                return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: non-finite feature at frame %zu, feature %zu", b,
+                                    i / m->feature_dim, i % m->feature_dim);
+    }
+    for (int b = 0; b < n; b++) {
+        rnnt_result_clear(&results[b]);
+        size_t cap = (size_t)rnnt_model_encoder_frames(m, inputs[b].frames) * m->max_symbols + 1;
+        results[b].tokens = malloc(cap * sizeof(int));
+        results[b].frames = malloc(cap * sizeof(int));
+        if (!results[b].tokens || !results[b].frames) {
+            for (int i = 0; i <= b; i++) rnnt_result_clear(&results[i]);
+            return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the results");
+        }
+    }
+    rnnt_status st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
+    for (int b = 0; b < n && !st; b++) {
+        if (results[b].status != RNNT_OK) continue;
+        results[b].text = rnnt_model_detokenize(m, results[b].tokens, results[b].n_tokens);
+        if (!results[b].text) st = rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the transcript");
+    }
+    if (st)
+        for (int b = 0; b < n; b++) rnnt_result_clear(&results[b]);
+    return st;
+}
