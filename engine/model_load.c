@@ -315,7 +315,7 @@ static void shape_str(char *buf, size_t n, int nd, const int64_t *s)
 
 static rnnt_status read_weights(struct rnnt_model *m, const char *path, char *err, size_t errlen)
 {
-    int max_w = 8 + 4 * (m->n_enc + m->n_pred);
+    int max_w = 2 /* frontend */ + 1 /* embedding */ + 6 /* joint */ + 4 * (m->n_enc + m->n_pred);
     want *w = calloc((size_t)max_w, sizeof *w);
     if (!w) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "%s: out of memory", path);
     int nw = 0;
