@@ -1,0 +1,138 @@
+"""Tokens, manifests, and the in-memory feature pool the trainer draws batches from."""
+import json
+import os
+import random
+import re
+
+import numpy as np
+import torch
+
+from features import LogMel, read_wav
+
+TOKENS = ["\u2581", "'"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
+_ID = {c: i for i, c in enumerate(TOKENS)}
+_ID[" "] = 0
+
+
+def encode_text(text):
+    """Normalised sentence (a-z ' space) -> token ids; the space is the word-boundary token ▁ (id 0)."""
+    return [_ID[c] for c in text]
+
+
+def decode_ids(ids):
+    text = "".join(TOKENS[i] for i in ids).replace("\u2581", " ")
+    return re.sub(" +", " ", text).strip()
+
+
+def read_manifest(path):
+    base = os.path.dirname(os.path.abspath(path))
+    out = []
+    for line in open(path):
+        r = json.loads(line)
+        r["path"] = os.path.join(base, r["path"])
+        out.append(r)
+    return out
+
+
+class FeaturePool:
+    """Utterances as fp16 log-mel features on the device, with their label ids."""
+
+    def __init__(self, frontend_cfg, device, max_seconds=16.0):
+        self.lm = LogMel(frontend_cfg, device=device)
+        self.device = device
+        self.max_seconds = max_seconds
+        self.feats, self.labels, self.meta = [], [], []
+
+    def add_manifest(self, path, batch_seconds=400.0):
+        recs = [r for r in read_manifest(path) if 0.3 < r["duration"] <= self.max_seconds]
+        recs.sort(key=lambda r: r["duration"])
+        i = 0
+        while i < len(recs):
+            j, tot = i, 0.0
+            while j < len(recs) and tot < batch_seconds:
+                tot += recs[j]["duration"]
+                j += 1
+            waves = [read_wav(r["path"])[0] for r in recs[i:j]]
+            n = max(len(w) for w in waves)
+            pad = np.zeros((len(waves), n), dtype=np.float32)
+            for k, w in enumerate(waves):
+                pad[k, :len(w)] = w
+            lens = torch.tensor([len(w) for w in waves])
+            feats, nf = self.lm.batch(torch.from_numpy(pad).to(self.device), lens.to(self.device))
+            feats = feats.half()
+            for k, r in enumerate(recs[i:j]):
+                self.feats.append(feats[k, :int(nf[k])].clone())
+                self.labels.append(torch.tensor(encode_text(r["text"]), dtype=torch.long))
+                self.meta.append(r)
+            i = j
+        return len(recs)
+
+    def __len__(self):
+        return len(self.feats)
+
+    def stats(self, limit=3000):
+        """Per-bin mean and std of the log-mel features (the model's frontend.mean / frontend.std)."""
+        x = torch.cat([f.float() for f in self.feats[:limit]], dim=0).double()
+        return x.mean(0).float(), x.std(0).clamp(min=1e-3).float()
+
+    def batches(self, rng, max_frames, max_cells, subsampling):
+        """Length-bucketed batches of indices over the whole pool, shuffled: each a list of indices with
+        sum of frames <= max_frames and B * T_enc * (U+1) <= max_cells."""
+        order = sorted(range(len(self)), key=lambda i: (self.feats[i].shape[0], rng.random()))
+        out, cur, tmax, umax = [], [], 0, 0
+        for i in order:
+            T = self.feats[i].shape[0]
+            U = len(self.labels[i])
+            t2, u2 = max(tmax, T), max(umax, U)
+            n = len(cur) + 1
+            if cur and (n * t2 > max_frames or n * (t2 // subsampling + 1) * (u2 + 1) > max_cells):
+                out.append(cur)
+                cur, t2, u2 = [], T, U
+            cur.append(i)
+            tmax, umax = t2, u2
+        if cur:
+            out.append(cur)
+        rng.shuffle(out)
+        return out
+
+    def collate(self, idx):
+        T = max(self.feats[i].shape[0] for i in idx)
+        U = max(max(len(self.labels[i]) for i in idx), 1)
+        feats = torch.zeros(len(idx), T, self.feats[idx[0]].shape[1], device=self.device)
+        labels = torch.zeros(len(idx), U, dtype=torch.long)
+        flen = torch.zeros(len(idx), dtype=torch.long)
+        ulen = torch.zeros(len(idx), dtype=torch.long)
+        for k, i in enumerate(idx):
+            f = self.feats[i]
+            feats[k, :f.shape[0]] = f.float()
+            labels[k, :len(self.labels[i])] = self.labels[i]
+            flen[k], ulen[k] = f.shape[0], len(self.labels[i])
+        return feats, flen.to(self.device), labels.to(self.device), ulen.to(self.device)
+
+
+def edit_distance(a, b):
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y))
+        prev = cur
+    return prev[-1]
+
+
+def error_rates(pairs):
+    """pairs of (reference, hypothesis) strings -> (WER, CER, word errors, words, char errors, chars)."""
+    we = wn = ce = cn = 0
+    for ref, hyp in pairs:
+        we += edit_distance(ref.split(), hyp.split())
+        wn += len(ref.split())
+        ce += edit_distance(list(ref), list(hyp))
+        cn += len(ref)
+    return we / max(wn, 1), ce / max(cn, 1), we, wn, ce, cn
+
+
+def seeded(seed):
+    random.seed(seed)
+    np.random.seed(seed % (2 ** 32))
+    torch.manual_seed(seed)
+    return random.Random(seed)

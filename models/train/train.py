@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Train the LSTM transducer with the multi-blank RNN-T loss, in resumable pieces of a few minutes.
+
+One piece (one GPU-machine call):
+  1. unpack the TTS engines, synthesise the fixed dev set (dev.txt, seed 1000) and, in the background,
+     the piece's training shards (train.txt, seed = --data-seed): the corpus is made where it is used;
+  2. compute 80-dim log-mel features on the GPU (features.py, exactly model.yaml's frontend);
+  3. train from --resume (or from scratch: then frontend.mean/std are measured on the first shard) until
+     --budget-s seconds after the start, taking in each new shard as soon as it is complete;
+  4. evaluate on dev (batched greedy multi-blank decoding: WER, CER, frames skipped by big blanks), save
+     OUT/ckpt.pt (weights in fp32 + counters) and export OUT/model/ (model.yaml, weights F16, tokens.txt).
+
+  train.py --model models/train/en-char-small.yaml --config models/train/en-char-small.train.json \
+           --engines .corpus/tts-root.tar.xz --text .corpus/text --work /tmp/w --out $OUT \
+           --data-seed 1 [--resume ckpt.pt] [--budget-s 470]
+
+Reproducible from (model, config, data seeds of the pieces, resume chain): the corpus is deterministic
+for its seed, the batch order and SpecAugment draw from a generator seeded by (config seed, piece), and
+the model's initialisation from the config seed. (GPU kernels are not bit-deterministic, so a rerun
+reproduces the recipe and the numbers closely, not bit for bit.)
+"""
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from data import TOKENS, FeaturePool, decode_ids, error_rates, seeded  # noqa: E402
+from loss import multiblank_rnnt_loss  # noqa: E402
+from model import TrainModel  # noqa: E402
+from rnntd_ref.config import load_config  # noqa: E402
+from rnntd_ref.io import export_state_dict  # noqa: E402
+
+SYNTH = os.path.join(HERE, "..", "corpus", "synth.py")
+
+
+def log(out, rec):
+    rec["wall"] = round(time.time() - T0, 1)
+    print(json.dumps(rec), flush=True)
+    with open(os.path.join(out, "log.jsonl"), "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+RUNNING = []   # the background synthesiser, to stop it (and its worker pool) when training ends
+
+
+def synth(args, sentences, out, seed, start, count, aug, jobs, in_order=False, nice=0):
+    cmd = ([] if not nice else ["nice", "-n", str(nice)]) + [
+        sys.executable, SYNTH, "--engines", args.engines, "--work", args.work, "--sentences", sentences,
+        "--out", out, "--seed", str(seed), "--start", str(start), "--count", str(count), "--aug", str(aug),
+        "--jobs", str(jobs)] + (["--in-order"] if in_order else [])
+    p = subprocess.Popen(cmd, start_new_session=True)
+    RUNNING.append(p)
+    if p.wait() != 0:
+        raise subprocess.CalledProcessError(p.returncode, cmd)
+    RUNNING.remove(p)
+
+
+def stop_synth():
+    for p in list(RUNNING):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def shard_worker(args, cfg_train, stop):
+    n, size = cfg_train["shards"], cfg_train["shard_utts"]
+    for k in range(n):
+        if stop.is_set():
+            return
+        try:
+            synth(args, os.path.join(args.text, "train.txt.xz"), os.path.join(args.work, "train%02d" % k),
+                  args.data_seed, k * size, size, cfg_train["aug"], args.jobs, nice=5)
+        except subprocess.CalledProcessError as e:
+            print("train.py: shard %d failed: %s" % (k, e), file=sys.stderr, flush=True)
+
+
+def spec_augment(feats, flen, mean, rng, cfg):
+    """Frequency and time masks on raw log-mel, filled with the global mean (0 after normalisation)."""
+    B, T, F = feats.shape
+    for b in range(B):
+        for _ in range(cfg["freq_masks"]):
+            w = rng.randint(0, cfg["freq_width"])
+            f0 = rng.randint(0, F - w)
+            feats[b, :, f0:f0 + w] = mean[f0:f0 + w]
+        L = int(flen[b])
+        for _ in range(cfg["time_masks"]):
+            w = rng.randint(0, min(cfg["time_width"], max(L // 10, 1)))
+            t0 = rng.randint(0, max(L - w, 0))
+            feats[b, t0:t0 + w] = mean
+    return feats
+
+
+@torch.no_grad()
+def evaluate(model, pool, batch=200):
+    model.eval()
+    pairs, groups, skipped, frames = [], {}, 0, 0
+    order = sorted(range(len(pool)), key=lambda i: pool.feats[i].shape[0])
+    for k in range(0, len(order), batch):
+        idx = order[k:k + batch]
+        feats, flen, _, _ = pool.collate(idx)
+        toks, _, st = model.greedy(feats, flen)
+        skipped += st["skipped"]
+        frames += st["enc_frames"]
+        for i, tk in zip(idx, toks):
+            r = pool.meta[i]
+            ref, hyp = r["text"], decode_ids(tk)
+            pairs.append((ref, hyp))
+            for key in (r["engine"], "aug" if r["aug"] else "clean"):
+                groups.setdefault(key, []).append((ref, hyp))
+    model.train()
+    wer, cer = error_rates(pairs)[:2]
+    res = {"dev_wer": round(wer, 4), "dev_cer": round(cer, 4), "dev_utts": len(pairs),
+           "skip_frac": round(skipped / max(frames, 1), 4)}
+    for key, p in sorted(groups.items()):
+        res["wer_" + key] = round(error_rates(p)[0], 4)
+    return res, pairs
+
+
+def save_ckpt(path, model, step, pieces, extra):
+    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    torch.save({"model": sd, "step": step, "pieces": pieces, **extra}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="model.yaml of the architecture")
+    ap.add_argument("--config", required=True, help="training hyper-parameters (JSON)")
+    ap.add_argument("--engines", required=True)
+    ap.add_argument("--text", required=True, help="folder with train.txt.xz and dev.txt")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--data-seed", type=int, required=True)
+    ap.add_argument("--resume", default=None)
+    ap.add_argument("--budget-s", type=float, default=470.0, help="stop training this long after the start")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args()
+    a.engines, a.work, a.text = os.path.abspath(a.engines), os.path.abspath(a.work), os.path.abspath(a.text)
+    os.makedirs(a.work, exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
+    cfg = load_config(a.model)
+    tc = json.load(open(a.config))
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    dev = torch.device(a.device)
+
+    ck = torch.load(a.resume, map_location="cpu") if a.resume else None
+    pieces = (ck["pieces"] if ck else []) + [a.data_seed]
+    seeded(tc["seed"])
+    model = TrainModel(cfg)
+    if ck:
+        model.load_state_dict(ck["model"])
+    model.to(dev).train()
+    step0 = ck["step"] if ck else 0
+    rng = seeded(tc["seed"] * 1000 + a.data_seed)
+    log(a.out, {"event": "start", "step": step0, "pieces": pieces, "device": str(dev),
+                "params": sum(p.numel() for p in model.parameters()), "gpu": torch.cuda.get_device_name(0)
+                if dev.type == "cuda" else None})
+
+    # -- corpus: dev set first (fixed for every piece), then training shards in the background
+    dev_dir = os.path.join(a.work, "dev")
+    synth(a, os.path.join(a.text, "dev.txt"), dev_dir, 1000, 0, tc["dev_utts"], 0.5, a.jobs + 1, in_order=True)
+    stop = threading.Event()
+    worker = threading.Thread(target=shard_worker, args=(a, tc, stop), daemon=True)
+    worker.start()
+    dev_pool = FeaturePool(cfg.frontend, dev, max_seconds=30.0)
+    dev_pool.add_manifest(os.path.join(dev_dir, "manifest.jsonl"))
+    pool = FeaturePool(cfg.frontend, dev, max_seconds=tc["max_seconds"])
+    loaded = set()
+
+    def take_new_shards(block):
+        got = 0
+        while True:
+            for k in range(tc["shards"]):
+                m = os.path.join(a.work, "train%02d" % k, "manifest.jsonl")
+                if k not in loaded and os.path.exists(m):
+                    n = pool.add_manifest(m)
+                    loaded.add(k)
+                    got += n
+                    log(a.out, {"event": "shard", "shard": k, "utts": n, "pool": len(pool),
+                                "hours": round(sum(r["duration"] for r in pool.meta) / 3600, 2)})
+            if got or not block or not worker.is_alive():
+                return got
+            time.sleep(1.0)
+
+    take_new_shards(block=True)
+    if not ck:
+        mean, std = pool.stats()
+        model.frontend.mean.copy_(mean.to(dev))
+        model.frontend.std.copy_(std.to(dev))
+        log(a.out, {"event": "norm", "mean0": float(mean[0]), "std0": float(std[0])})
+
+    opt = torch.optim.AdamW(model.parameters(), lr=tc["lr"], betas=(0.9, 0.98), weight_decay=tc["weight_decay"])
+    durations = list(cfg.big_blank_durations)
+    step, piece_step = step0, 0
+    deadline = T0 + a.budget_s
+    last_ckpt = time.time()
+    loss_acc, n_acc, t_acc, bad = 0.0, 0, time.time(), 0
+    mean = model.frontend.mean.detach()
+    done = False
+    while not done:
+        for idx in pool.batches(rng, tc["max_frames"], tc["max_cells"], cfg.subsampling):
+            if time.time() > deadline:
+                done = True
+                break
+            warm = min(1.0, (piece_step + 1) / tc["warmup"])
+            decay = min(1.0, math.sqrt(tc["decay_from"] / max(step, 1)))
+            lr = tc["lr"] * warm * max(decay, tc["min_lr_frac"])
+            for g in opt.param_groups:
+                g["lr"] = lr
+            feats, flen, labels, ulen = pool.collate(idx)
+            if step >= tc["specaug_from"]:
+                feats = spec_augment(feats, flen, mean, rng, tc["specaug"])
+            logits, enc_lens = model(feats, flen, labels)
+            loss = multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, tc["sigma"], reduction="mean")
+            opt.zero_grad(set_to_none=True)
+            if not torch.isfinite(loss):
+                bad += 1
+                continue
+            loss.backward()
+            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), tc["clip"])
+            if not torch.isfinite(gn):
+                bad += 1
+                opt.zero_grad(set_to_none=True)
+                continue
+            opt.step()
+            step += 1
+            piece_step += 1
+            loss_acc += float(loss)
+            n_acc += 1
+            if step % tc["log_every"] == 0:
+                log(a.out, {"step": step, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
+                            "batch": len(idx), "steps_per_s": round(n_acc / (time.time() - t_acc), 2),
+                            "bad": bad, "gnorm": round(float(gn), 2)})
+                loss_acc, n_acc, t_acc = 0.0, 0, time.time()
+            if step % tc["eval_every"] == 0:
+                res, _ = evaluate(model, dev_pool)
+                log(a.out, dict(res, step=step, event="dev"))
+            if time.time() - last_ckpt > tc["ckpt_every_s"]:
+                save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
+                last_ckpt = time.time()
+            if step % 25 == 0 and take_new_shards(block=False):
+                break                                   # new data: draw a fresh batch order over all of it
+    stop.set()
+    stop_synth()
+    save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
+    res, pairs = evaluate(model, dev_pool)
+    log(a.out, dict(res, step=step, event="dev_final"))
+    with open(os.path.join(a.out, "dev_hyps.jsonl"), "w") as f:
+        for ref, hyp in pairs:
+            f.write(json.dumps({"ref": ref, "hyp": hyp}) + "\n")
+    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    cfg.name = "en-char-small"
+    export_state_dict(cfg, sd, TOKENS, os.path.join(a.out, "model"), dtype="F16")
+    log(a.out, {"event": "end", "step": step, "hours_seen": round(sum(r["duration"] for r in pool.meta) / 3600, 2),
+                "pool_utts": len(pool)})
+
+
+T0 = time.time()
+if __name__ == "__main__":
+    main()

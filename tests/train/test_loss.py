@@ -1,0 +1,94 @@
+"""The multi-blank RNN-T loss against a brute-force sum over every alignment, and against torchaudio."""
+import os
+import sys
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "train"))
+from loss import brute_force_loglik, multiblank_rnnt_loglik, multiblank_rnnt_loss  # noqa: E402
+
+
+def case(seed, B, T, U, V, durations, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    K = V + len(durations) + 1
+    logits = torch.randn(B, T, U + 1, K, generator=g, dtype=dtype) * 2
+    labels = torch.randint(0, V, (B, U), generator=g)
+    Tl = torch.randint(1, T + 1, (B,), generator=g)
+    Tl[0] = T
+    Ul = torch.randint(0, U + 1, (B,), generator=g)
+    Ul[0] = U
+    return logits, labels, Tl, Ul
+
+
+class TestMultiblankLoss(unittest.TestCase):
+    def check_brute(self, seed, B, T, U, V, durations, sigma):
+        logits, labels, Tl, Ul = case(seed, B, T, U, V, durations)
+        ll = multiblank_rnnt_loglik(logits, labels, Tl, Ul, durations, sigma)
+        for b in range(B):
+            ref = brute_force_loglik(logits[b], labels[b], int(Tl[b]), int(Ul[b]), durations, sigma)
+            self.assertAlmostEqual(float(ll[b]), float(ref), places=9,
+                                   msg="b=%d T=%d U=%d d=%s" % (b, Tl[b], Ul[b], durations))
+
+    def test_brute_force_plain(self):
+        self.check_brute(1, 4, 5, 3, 4, (), 0.0)
+
+    def test_brute_force_big_blanks(self):
+        self.check_brute(2, 5, 8, 3, 4, (2, 4), 0.0)
+
+    def test_brute_force_big_blanks_sigma(self):
+        self.check_brute(3, 5, 9, 2, 3, (2, 4, 8), 0.05)
+
+    def test_brute_force_empty_labels_and_short(self):
+        logits, labels, _, _ = case(4, 3, 7, 2, 3, (2, 4, 8))
+        Tl, Ul = torch.tensor([1, 2, 7]), torch.tensor([0, 0, 2])
+        ll = multiblank_rnnt_loglik(logits, labels, Tl, Ul, (2, 4, 8), 0.05)
+        for b in range(3):
+            ref = brute_force_loglik(logits[b], labels[b], int(Tl[b]), int(Ul[b]), (2, 4, 8), 0.05)
+            self.assertAlmostEqual(float(ll[b]), float(ref), places=9)
+
+    def test_sigma_is_per_step(self):
+        # With one alignment only (T=1, U=1: label then blank) sigma costs exactly 2 sigma.
+        logits, labels, _, _ = case(5, 1, 1, 1, 3, (2,))
+        a = multiblank_rnnt_loglik(logits, labels, torch.tensor([1]), torch.tensor([1]), (2,), 0.0)
+        b = multiblank_rnnt_loglik(logits, labels, torch.tensor([1]), torch.tensor([1]), (2,), 0.05)
+        self.assertAlmostEqual(float(a - b), 0.1, places=12)
+
+    def test_gradients_finite_and_match_numeric(self):
+        logits, labels, Tl, Ul = case(6, 2, 6, 3, 4, (2, 4))
+        logits.requires_grad_(True)
+        f = lambda x: multiblank_rnnt_loss(x, labels, Tl, Ul, (2, 4), 0.05, reduction="sum")  # noqa: E731
+        self.assertTrue(torch.autograd.gradcheck(f, (logits,), eps=1e-6, atol=1e-5))
+        loss = f(logits)
+        loss.backward()
+        self.assertTrue(bool(torch.isfinite(logits.grad).all()))
+
+    def test_float32_large_gradients_finite(self):
+        logits, labels, Tl, Ul = case(7, 3, 40, 20, 28, (2, 4, 8), dtype=torch.float32)
+        logits = (logits * 10).requires_grad_(True)
+        loss = multiblank_rnnt_loss(logits, labels, Tl, Ul, (2, 4, 8), 0.05)
+        loss.backward()
+        self.assertTrue(bool(torch.isfinite(loss)))
+        self.assertTrue(bool(torch.isfinite(logits.grad).all()))
+
+    def test_against_torchaudio_without_big_blanks(self):
+        try:
+            import torchaudio.functional as taf
+        except Exception:  # noqa: BLE001
+            self.skipTest("torchaudio is not installed here")
+        logits, labels, Tl, Ul = case(8, 4, 12, 5, 6, (), dtype=torch.float32)
+        ours = multiblank_rnnt_loss(logits, labels, Tl, Ul, (), 0.0, reduction="none")
+        ref = taf.rnnt_loss(logits, labels.int(), Tl.int(), Ul.int(), blank=logits.shape[-1] - 1,
+                            reduction="none")
+        torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4)
+        # gradients too
+        x1 = logits.clone().requires_grad_(True)
+        x2 = logits.clone().requires_grad_(True)
+        multiblank_rnnt_loss(x1, labels, Tl, Ul, (), 0.0, reduction="sum").backward()
+        taf.rnnt_loss(x2, labels.int(), Tl.int(), Ul.int(), blank=logits.shape[-1] - 1,
+                      reduction="sum").backward()
+        torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-3, atol=1e-4)
+
+
+if __name__ == "__main__":
+    unittest.main()
