@@ -1,0 +1,33 @@
+/* body.h — request bodies to features: JSON ({"features": [[F floats], ...], "timestamps": bool})
+ * via jansson, and .npy via the engine's reader. Everything a client can send wrong maps to one
+ * srv_err: 400 malformed, 413 too many frames, 422 wrong feature width or non-finite values.
+ * Thread-safe: no shared state. */
+#ifndef SRV_BODY_H
+#define SRV_BODY_H
+
+#include <stddef.h>
+
+#include "reply.h"
+
+#define BODY_MAX_JSON_DEPTH 8
+
+/* Per-request options; they live in the request only, so nothing leaks into the next one. */
+typedef struct {
+    int timestamps; /* include per-token frames and times (default 1) */
+} req_opts;
+
+typedef struct {
+    float *data;  /* frames x dim, malloc'd; NULL when frames == 0 */
+    int frames;
+} body_feats;
+
+void req_opts_default(req_opts *o);
+/* One query parameter (?timestamps=false); unknown names are errors. 0 or -1 with e set. */
+int body_query_param(const char *key, const char *value, req_opts *o, srv_err *e);
+
+int body_parse_json(const char *buf, size_t len, int feature_dim, int max_frames, body_feats *out,
+                    req_opts *o, srv_err *e);
+int body_parse_npy(const char *buf, size_t len, int feature_dim, int max_frames, body_feats *out,
+                   srv_err *e);
+
+#endif

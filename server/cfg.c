@@ -1,0 +1,408 @@
+/* cfg.c — the configuration table and its YAML reader/writer. */
+#include "cfg.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "log.h"
+
+#define CFG_MAX_FILE_BYTES (1 << 20)
+
+static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const precision_choices[] = {"fp16", "fp32", NULL};
+static const char *const level_choices[] = {"error", "warn", "info", "debug", NULL};
+
+#define OFF(f) offsetof(cfg, f)
+#define INT(n, f, lo, hi, d, rl, doc) {n, CFG_T_INT, OFF(f), 0, lo, hi, d, NULL, NULL, rl, doc}
+#define BOOL(n, f, d, rl, doc) {n, CFG_T_BOOL, OFF(f), 0, 0, 1, d, NULL, NULL, rl, doc}
+#define STR(n, f, d, rl, doc) {n, CFG_T_STR, OFF(f), sizeof(((cfg *)0)->f), 0, 0, 0, d, NULL, rl, doc}
+#define ENUM(n, f, ch, d, rl, doc) {n, CFG_T_ENUM, OFF(f), 0, 0, 0, d, NULL, ch, rl, doc}
+
+static const cfg_key g_keys[] = {
+    STR("server.listen", listen, "127.0.0.1", 0,
+        "Address to listen on (IPv4 or IPv6 literal). The default accepts loopback clients only;\n"
+        "put a reverse proxy with TLS in front before opening it wider."),
+    INT("server.port", port, 0, 65535, 8080, 0, "TCP port; 0 picks a free one (logged at start)."),
+    INT("server.http_threads", http_threads, 1, 64, 2, 0,
+        "libmicrohttpd event threads (epoll). They parse requests; decoding runs on the workers."),
+    INT("server.max_connections", max_connections, 1, 65536, 256, 0,
+        "Open connections accepted at once; further connections are refused."),
+    INT("server.connection_timeout_s", connection_timeout_s, 1, 3600, 30, 0,
+        "A connection idle (or a client sending nothing) this long is closed."),
+    INT("server.drain_timeout_s", drain_timeout_s, 0, 3600, 30, 1,
+        "On SIGTERM/SIGINT: stop accepting, answer every accepted request, but wait at most this\n"
+        "long; requests still queued then are answered 503."),
+    STR("server.auth_token_file", auth_token_file, "", 1,
+        "File holding a bearer token; when set, /v1/* requires \"Authorization: Bearer <token>\".\n"
+        "Health and metrics endpoints stay open. Empty: no authentication."),
+    STR("model.path", model_path, "/usr/local/share/rnntd/model", 1,
+        "Model directory (model.yaml, weights.safetensors, tokens.txt; see models/FORMAT.md)."),
+    ENUM("model.backend", backend, backend_choices, CFG_BACKEND_AUTO, 1,
+         "auto: CUDA when built in and a GPU is present, else CPU. cpu | cuda force one."),
+    INT("model.device", device, 0, 63, 0, 1, "CUDA device ordinal."),
+    ENUM("model.precision", precision, precision_choices, CFG_PRECISION_FP16, 1,
+         "CUDA weights and activations: fp16 (fp32 accumulation) or fp32. The CPU computes in fp32."),
+    INT("model.cpu_threads", cpu_threads, 0, 256, 0, 1,
+        "BLAS threads per CPU worker; 0 keeps OpenBLAS's own setting (OPENBLAS_NUM_THREADS)."),
+    INT("batching.workers", workers, 1, 64, 1, 0,
+        "Engine worker threads, each with its own runner (scratch memory for one batch)."),
+    INT("batching.max_batch", max_batch, 1, 1024, 16, 1, "Utterances decoded together at most."),
+    INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, 1,
+        "How long the oldest queued request may wait for others to join its batch."),
+    INT("batching.max_queue", max_queue, 1, 1000000, 256, 1,
+        "Requests waiting for a worker at most; beyond it requests get 503 with Retry-After."),
+    INT("limits.max_body_bytes", max_body_bytes, 1024, 1LL << 34, 64LL << 20, 1,
+        "Largest request body (any type); larger uploads get 413 as soon as the cap is crossed."),
+    INT("limits.max_json_bytes", max_json_bytes, 1024, 1LL << 34, 16LL << 20, 1,
+        "Largest JSON body. Parsed JSON takes several times its size in memory (bounded by\n"
+        "max_frames); prefer .npy bodies for long audio."),
+    INT("limits.max_frames", max_frames, 1, 10000000, 6000, 1,
+        "Feature frames per request at most (6000 = 60 s at a 10 ms hop); more gets 413.\n"
+        "Each worker allocates scratch for max_batch utterances of this length."),
+    INT("limits.max_pending_bytes", max_pending_bytes, 1 << 20, 1LL << 40, 1LL << 30, 1,
+        "Request bodies and decoded features held in memory at once, over all requests; beyond it\n"
+        "new requests get 503 with Retry-After."),
+    ENUM("log.level", log_level, level_choices, LOG_INFO, 1, "error | warn | info | debug."),
+    BOOL("log.requests", log_requests, 1, 1, "One line per request (id, status, sizes, durations)."),
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL},
+};
+
+const cfg_key *cfg_keys(void) { return g_keys; }
+
+const cfg_key *cfg_find(const char *name)
+{
+    for (const cfg_key *k = g_keys; k->name; k++)
+        if (strcmp(k->name, name) == 0) return k;
+    return NULL;
+}
+
+const char *cfg_backend_name(long long b) { return (b >= 0 && b < 3) ? backend_choices[b] : "?"; }
+const char *cfg_precision_name(long long p) { return (p >= 0 && p < 2) ? precision_choices[p] : "?"; }
+
+static long long *int_field(cfg *c, const cfg_key *k) { return (long long *)((char *)c + k->offset); }
+static const long long *int_field_c(const cfg *c, const cfg_key *k)
+{
+    return (const long long *)((const char *)c + k->offset);
+}
+static char *str_field(cfg *c, const cfg_key *k) { return (char *)c + k->offset; }
+static const char *str_field_c(const cfg *c, const cfg_key *k) { return (const char *)c + k->offset; }
+
+void cfg_defaults(cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    for (const cfg_key *k = g_keys; k->name; k++) {
+        if (k->type == CFG_T_STR)
+            snprintf(str_field(c, k), k->size, "%s", k->def_str);
+        else
+            *int_field(c, k) = k->def_int;
+    }
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Strict decimal integer: optional sign, digits only, no overflow. */
+static int parse_int(const char *s, long long *out)
+{
+    if (!*s) return -1;
+    const char *p = s;
+    if (*p == '-' || *p == '+') p++;
+    if (!*p) return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9') return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Sets key k from the text v; `where` prefixes messages ("FILE:L:C: " or "--flag: "). */
+static int set_value(cfg *c, const cfg_key *k, const char *v, int quoted, const char *where, char *err,
+                     size_t errlen)
+{
+    switch (k->type) {
+    case CFG_T_STR: {
+        size_t l = strlen(v);
+        if (!quoted && (l == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0))
+            return fail(err, errlen, "%s%s: expected a string (write \"\" for none)", where, k->name);
+        if (l >= k->size)
+            return fail(err, errlen, "%s%s: longer than %zu bytes", where, k->name, k->size - 1);
+        for (size_t i = 0; i < l; i++)
+            if ((unsigned char)v[i] < 0x20)
+                return fail(err, errlen, "%s%s: control character in the value", where, k->name);
+        memcpy(str_field(c, k), v, l + 1);
+        return 0;
+    }
+    case CFG_T_INT: {
+        long long x;
+        if (quoted || parse_int(v, &x))
+            return fail(err, errlen, "%s%s: expected an integer, got \"%.40s\"", where, k->name, v);
+        if (x < k->lo || x > k->hi)
+            return fail(err, errlen, "%s%s: %lld is out of range [%lld, %lld]", where, k->name, x,
+                        k->lo, k->hi);
+        *int_field(c, k) = x;
+        return 0;
+    }
+    case CFG_T_BOOL:
+        if (!quoted && strcmp(v, "true") == 0) *int_field(c, k) = 1;
+        else if (!quoted && strcmp(v, "false") == 0) *int_field(c, k) = 0;
+        else return fail(err, errlen, "%s%s: expected true or false, got \"%.40s\"", where, k->name, v);
+        return 0;
+    case CFG_T_ENUM:
+        for (int i = 0; k->choices[i]; i++)
+            if (strcmp(v, k->choices[i]) == 0) {
+                *int_field(c, k) = i;
+                return 0;
+            }
+        {
+            char list[128] = "";
+            for (int i = 0; k->choices[i]; i++) {
+                strncat(list, i ? " | " : "", sizeof list - strlen(list) - 1);
+                strncat(list, k->choices[i], sizeof list - strlen(list) - 1);
+            }
+            return fail(err, errlen, "%s%s: \"%.40s\" is not one of %s", where, k->name, v, list);
+        }
+    }
+    return fail(err, errlen, "%s%s: unknown key type", where, k->name);
+}
+
+int cfg_set(cfg *c, const char *name, const char *value, char *err, size_t errlen)
+{
+    const cfg_key *k = cfg_find(name);
+    if (!k) return fail(err, errlen, "unknown key %s", name);
+    char where[96];
+    snprintf(where, sizeof where, "%s: ", "command line");
+    /* A flag's value is always text; strings may be empty there. */
+    return set_value(c, k, value, k->type == CFG_T_STR, where, err, errlen);
+}
+
+static int is_section(const char *s, size_t len)
+{
+    for (const cfg_key *k = g_keys; k->name; k++)
+        if (strncmp(k->name, s, len) == 0 && k->name[len] == '.') return 1;
+    return 0;
+}
+
+static void mark_where(char *buf, size_t n, const char *file, const yaml_node_t *node)
+{
+    snprintf(buf, n, "%s:%zu:%zu: ", file, node->start_mark.line + 1, node->start_mark.column + 1);
+}
+
+static int scalar_quoted(const yaml_node_t *n)
+{
+    return n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+           n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+}
+
+static int load_doc(cfg *c, const char *file, yaml_document_t *doc, char *err, size_t errlen)
+{
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    if (!root) return 0; /* an empty file: every key at its default */
+    char where[CFG_PATH_MAX + 64];
+    if (root->type != YAML_MAPPING_NODE) {
+        mark_where(where, sizeof where, file, root);
+        return fail(err, errlen, "%sthe file must be a mapping of sections (server:, model:, ...)",
+                    where);
+    }
+    unsigned char seen[64] = {0};
+    char seen_sections[8][32];
+    int n_sections = 0;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(doc, p->value);
+        mark_where(where, sizeof where, file, kn);
+        if (kn->type != YAML_SCALAR_NODE) return fail(err, errlen, "%sa key must be a plain name", where);
+        const char *sec = (const char *)kn->data.scalar.value;
+        size_t sl = kn->data.scalar.length;
+        if (strlen(sec) != sl || sl >= 32 || !is_section(sec, sl))
+            return fail(err, errlen, "%s%.64s: unknown section", where, sec);
+        for (int i = 0; i < n_sections; i++)
+            if (strcmp(seen_sections[i], sec) == 0)
+                return fail(err, errlen, "%s%s: section given twice", where, sec);
+        if (n_sections < 8) snprintf(seen_sections[n_sections++], 32, "%s", sec);
+        if (vn->type != YAML_MAPPING_NODE) {
+            mark_where(where, sizeof where, file, vn);
+            return fail(err, errlen, "%s%s: expected a mapping of keys", where, sec);
+        }
+        for (yaml_node_pair_t *q = vn->data.mapping.pairs.start; q < vn->data.mapping.pairs.top; q++) {
+            yaml_node_t *k2 = yaml_document_get_node(doc, q->key);
+            yaml_node_t *v2 = yaml_document_get_node(doc, q->value);
+            mark_where(where, sizeof where, file, k2);
+            if (k2->type != YAML_SCALAR_NODE)
+                return fail(err, errlen, "%s%s: a key must be a plain name", where, sec);
+            char full[96];
+            const char *kname = (const char *)k2->data.scalar.value;
+            if (strlen(kname) != k2->data.scalar.length || k2->data.scalar.length > 48)
+                return fail(err, errlen, "%s%s: unknown key", where, sec);
+            snprintf(full, sizeof full, "%s.%s", sec, kname);
+            const cfg_key *k = cfg_find(full);
+            if (!k) return fail(err, errlen, "%s%s: unknown key", where, full);
+            size_t idx = (size_t)(k - g_keys);
+            if (seen[idx]) return fail(err, errlen, "%s%s: key given twice", where, full);
+            seen[idx] = 1;
+            mark_where(where, sizeof where, file, v2);
+            if (v2->type != YAML_SCALAR_NODE)
+                return fail(err, errlen, "%s%s: expected a single value", where, full);
+            const char *val = (const char *)v2->data.scalar.value;
+            if (strlen(val) != v2->data.scalar.length)
+                return fail(err, errlen, "%s%s: NUL byte in the value", where, full);
+            if (set_value(c, k, val, scalar_quoted(v2), where, err, errlen)) return -1;
+        }
+    }
+    return 0;
+}
+
+int cfg_load_mem(cfg *c, const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+    if (len > CFG_MAX_FILE_BYTES)
+        return fail(err, errlen, "%s: larger than %d bytes", name, CFG_MAX_FILE_BYTES);
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return fail(err, errlen, "%s: out of memory", name);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    yaml_document_t doc;
+    int rc;
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = fail(err, errlen, "%s:%zu:%zu: %s%s%s", name, parser.problem_mark.line + 1,
+                  parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error",
+                  parser.context ? " " : "", parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        return rc;
+    }
+    cfg tmp = *c; /* all-or-nothing: c is only changed when the whole file is good */
+    rc = load_doc(&tmp, name, &doc, err, errlen);
+    yaml_document_delete(&doc);
+    if (rc == 0) {
+        yaml_document_t doc2;
+        if (!yaml_parser_load(&parser, &doc2)) {
+            rc = fail(err, errlen, "%s:%zu:%zu: %s", name, parser.problem_mark.line + 1,
+                      parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error");
+        } else {
+            yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
+            if (r2) {
+                rc = fail(err, errlen, "%s:%zu:%zu: only one YAML document is allowed", name,
+                          r2->start_mark.line + 1, r2->start_mark.column + 1);
+            }
+            yaml_document_delete(&doc2);
+        }
+    }
+    yaml_parser_delete(&parser);
+    if (rc == 0) *c = tmp;
+    return rc;
+}
+
+int cfg_load_file(cfg *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = malloc(CFG_MAX_FILE_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        return fail(err, errlen, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, CFG_MAX_FILE_BYTES + 1, f);
+    int rd_err = ferror(f);
+    fclose(f);
+    int rc;
+    if (rd_err) rc = fail(err, errlen, "%s: read error", path);
+    else if (n > CFG_MAX_FILE_BYTES) rc = fail(err, errlen, "%s: larger than %d bytes", path, CFG_MAX_FILE_BYTES);
+    else rc = cfg_load_mem(c, path, buf, n, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int cfg_validate(const cfg *c, char *err, size_t errlen)
+{
+    if (c->max_json_bytes > c->max_body_bytes)
+        return fail(err, errlen, "limits.max_json_bytes (%lld) exceeds limits.max_body_bytes (%lld)",
+                    c->max_json_bytes, c->max_body_bytes);
+    if (c->max_body_bytes > c->max_pending_bytes)
+        return fail(err, errlen,
+                    "limits.max_body_bytes (%lld) exceeds limits.max_pending_bytes (%lld)",
+                    c->max_body_bytes, c->max_pending_bytes);
+    if (c->model_path[0] == '\0') return fail(err, errlen, "model.path: must not be empty");
+    if (c->listen[0] == '\0') return fail(err, errlen, "server.listen: must not be empty");
+    return 0;
+}
+
+void cfg_format_value(const cfg *c, const cfg_key *k, char *buf, size_t n)
+{
+    switch (k->type) {
+    case CFG_T_STR: {
+        /* Double-quoted YAML; the loader rejects control characters, so only \ and " need escapes. */
+        size_t o = 0;
+        const char *s = str_field_c(c, k);
+        if (n < 3) { buf[0] = '\0'; return; }
+        buf[o++] = '"';
+        for (; *s && o + 3 < n; s++) {
+            if (*s == '"' || *s == '\\') buf[o++] = '\\';
+            buf[o++] = *s;
+        }
+        buf[o++] = '"';
+        buf[o] = '\0';
+        return;
+    }
+    case CFG_T_INT: snprintf(buf, n, "%lld", *int_field_c(c, k)); return;
+    case CFG_T_BOOL: snprintf(buf, n, "%s", *int_field_c(c, k) ? "true" : "false"); return;
+    case CFG_T_ENUM: snprintf(buf, n, "%s", k->choices[*int_field_c(c, k)]); return;
+    }
+}
+
+void cfg_write_yaml(const cfg *c, FILE *f)
+{
+    fputs("# rnntd configuration. Every key is shown at its default; unknown keys are errors.\n"
+          "# Check a file with: rnntd --check-config --config FILE\n"
+          "# Keys marked (restart) are read at start only; the others are re-read on SIGHUP\n"
+          "# (systemctl reload rnntd), which also reloads the model without dropping requests.\n",
+          f);
+    char section[32] = "";
+    for (const cfg_key *k = g_keys; k->name; k++) {
+        const char *dot = strchr(k->name, '.');
+        size_t sl = (size_t)(dot - k->name);
+        if (strlen(section) != sl || strncmp(section, k->name, sl) != 0) {
+            snprintf(section, sizeof section, "%.*s", (int)sl, k->name);
+            fprintf(f, "\n%s:\n", section);
+        }
+        const char *d = k->doc;
+        while (d && *d) {
+            const char *nl = strchr(d, '\n');
+            int len = nl ? (int)(nl - d) : (int)strlen(d);
+            fprintf(f, "  # %.*s%s\n", len, d, (!nl && !k->reload) ? " (restart)" : "");
+            d = nl ? nl + 1 : d + len;
+        }
+        if (k->type == CFG_T_INT)
+            fprintf(f, "  # integer in [%lld, %lld]\n", k->lo, k->hi);
+        char val[CFG_PATH_MAX + 8];
+        cfg_format_value(c, k, val, sizeof val);
+        fprintf(f, "  %s: %s\n", dot + 1, val);
+    }
+}
+
+int cfg_restart_keys_equal(const cfg *a, const cfg *b, const char **which)
+{
+    for (const cfg_key *k = g_keys; k->name; k++) {
+        if (k->reload) continue;
+        int same = k->type == CFG_T_STR ? strcmp(str_field_c(a, k), str_field_c(b, k)) == 0
+                                        : *int_field_c(a, k) == *int_field_c(b, k);
+        if (!same) {
+            if (which) *which = k->name;
+            return 0;
+        }
+    }
+    return 1;
+}

@@ -1,0 +1,174 @@
+/* eng.c — model + per-worker runners, warm-up, and the batch executor. */
+#include "eng.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+
+#define ENG_WARMUP_FRAMES 200
+
+struct eng {
+    _Atomic int refs;
+    rnnt_model *model;
+    int n_runners;
+    rnnt_runner **runners;
+    char path[CFG_PATH_MAX];
+    int max_batch, max_frames;
+    double warmup_s;
+};
+
+static void eng_destroy(eng *e)
+{
+    if (!e) return;
+    for (int i = 0; i < e->n_runners; i++) rnnt_runner_free(e->runners[i]);
+    free(e->runners);
+    rnnt_model_free(e->model);
+    free(e);
+}
+
+static int warm_up(eng *e, rnnt_runner *r, char *err, size_t errlen)
+{
+    const rnnt_model_info *info = rnnt_model_get_info(e->model);
+    int frames = e->max_frames < ENG_WARMUP_FRAMES ? e->max_frames : ENG_WARMUP_FRAMES;
+    float *zeros = calloc((size_t)frames * (size_t)info->feature_dim, sizeof(float));
+    if (!zeros) {
+        snprintf(err, errlen, "warm-up: out of memory");
+        return -1;
+    }
+    rnnt_input in = {zeros, frames};
+    rnnt_result res = {0};
+    rnnt_status st = rnnt_runner_decode(r, 1, &in, &res, NULL, err, errlen);
+    rnnt_result_clear(&res);
+    free(zeros);
+    return st == RNNT_OK ? 0 : -1;
+}
+
+int eng_create(const cfg *c, int workers, eng **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    eng *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    atomic_init(&e->refs, 1);
+    snprintf(e->path, sizeof e->path, "%s", c->model_path);
+    e->max_batch = (int)c->max_batch;
+    e->max_frames = (int)c->max_frames;
+    char msg[512];
+    if (rnnt_model_load(c->model_path, &e->model, msg, sizeof msg) != RNNT_OK) {
+        snprintf(err, errlen, "model.path %s: %s", c->model_path, msg);
+        eng_destroy(e);
+        return -1;
+    }
+    e->runners = calloc((size_t)workers, sizeof *e->runners);
+    if (!e->runners) {
+        snprintf(err, errlen, "out of memory");
+        eng_destroy(e);
+        return -1;
+    }
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = c->backend == CFG_BACKEND_CPU    ? RNNT_BACKEND_CPU
+                : c->backend == CFG_BACKEND_CUDA ? RNNT_BACKEND_CUDA
+                                                 : RNNT_BACKEND_AUTO;
+    p.device = (int)c->device;
+    p.precision = c->precision == CFG_PRECISION_FP32 ? RNNT_PRECISION_FP32 : RNNT_PRECISION_FP16;
+    p.max_batch = (int)c->max_batch;
+    p.max_frames = (int)c->max_frames;
+    p.cpu_threads = (int)c->cpu_threads;
+    double t0 = sched_now();
+    for (int i = 0; i < workers; i++) {
+        if (rnnt_runner_create(e->model, &p, &e->runners[i], msg, sizeof msg) != RNNT_OK) {
+            snprintf(err, errlen, "runner %d (backend %s): %s", i, cfg_backend_name(c->backend), msg);
+            eng_destroy(e);
+            return -1;
+        }
+        e->n_runners++;
+        if (warm_up(e, e->runners[i], msg, sizeof msg)) {
+            snprintf(err, errlen, "warm-up of runner %d failed: %s", i, msg);
+            eng_destroy(e);
+            return -1;
+        }
+    }
+    e->warmup_s = sched_now() - t0;
+    *out = e;
+    return 0;
+}
+
+eng *eng_ref(eng *e)
+{
+    if (e) atomic_fetch_add(&e->refs, 1);
+    return e;
+}
+
+void eng_unref(eng *e)
+{
+    if (e && atomic_fetch_sub(&e->refs, 1) == 1) eng_destroy(e);
+}
+
+const rnnt_model *eng_model(const eng *e) { return e->model; }
+const rnnt_model_info *eng_info(const eng *e) { return rnnt_model_get_info(e->model); }
+const char *eng_backend(const eng *e) { return rnnt_runner_backend_name(e->runners[0]); }
+const char *eng_device(const eng *e) { return rnnt_runner_device_name(e->runners[0]); }
+const char *eng_path(const eng *e) { return e->path; }
+int eng_max_batch(const eng *e) { return e->max_batch; }
+int eng_max_frames(const eng *e) { return e->max_frames; }
+double eng_warmup_s(const eng *e) { return e->warmup_s; }
+
+void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
+{
+    (void)ctx;
+    const eng *e = group;
+    rnnt_input in_local[64];
+    rnnt_result res_local[64];
+    rnnt_input *in = n <= 64 ? in_local : malloc((size_t)n * sizeof *in);
+    rnnt_result *res = n <= 64 ? res_local : calloc((size_t)n, sizeof *res);
+    if (!in || !res || worker < 0 || worker >= e->n_runners) {
+        for (int i = 0; i < n; i++) {
+            eng_job *j = (eng_job *)jobs[i];
+            j->status = in && res ? RNNT_ERR_INVALID : RNNT_ERR_NOMEM;
+            snprintf(j->err, sizeof j->err, "%s", in && res ? "no runner for this worker" : "out of memory");
+        }
+        if (in != in_local) free(in);
+        if (res != res_local) free(res);
+        return;
+    }
+    if (n <= 64) memset(res, 0, (size_t)n * sizeof *res);
+    long long frames = 0, longest = 0;
+    for (int i = 0; i < n; i++) {
+        eng_job *j = (eng_job *)jobs[i];
+        in[i].features = j->features;
+        in[i].frames = j->frames;
+        frames += j->frames;
+        if (j->frames > longest) longest = j->frames;
+    }
+    char err[256] = "";
+    double t0 = sched_now();
+    rnnt_status st = rnnt_runner_decode(e->runners[worker], n, in, res, NULL, err, sizeof err);
+    double dt = sched_now() - t0;
+    for (int i = 0; i < n; i++) {
+        eng_job *j = (eng_job *)jobs[i];
+        j->compute_s = dt;
+        if (st != RNNT_OK) {
+            j->status = st;
+            snprintf(j->err, sizeof j->err, "%s", err);
+            metrics_failed_decode();
+        } else {
+            j->status = res[i].status;
+            j->result = res[i]; /* the job owns the arrays now */
+            if (res[i].status != RNNT_OK) {
+                snprintf(j->err, sizeof j->err, "decoding produced non-finite values (%s)",
+                         rnnt_status_str(res[i].status));
+                metrics_failed_decode();
+            }
+        }
+    }
+    if (st != RNNT_OK) log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d err=\"%s\"", n, err);
+    metrics_batch(n, dt, frames, longest * n - frames);
+    if (in != in_local) free(in);
+    if (res != res_local) free(res);
+}

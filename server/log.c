@@ -1,0 +1,108 @@
+/* log.c — logfmt lines to stderr. */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int g_level = LOG_INFO;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+void log_set_level(log_level lv) { atomic_store(&g_level, (int)lv); }
+log_level log_get_level(void) { return (log_level)atomic_load(&g_level); }
+int log_enabled(log_level lv) { return (int)lv <= atomic_load(&g_level); }
+
+int log_level_parse(const char *s, log_level *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, level_names[i]) == 0) {
+            *out = (log_level)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *log_level_name(log_level lv)
+{
+    return (lv >= LOG_ERROR && lv <= LOG_DEBUG) ? level_names[lv] : "?";
+}
+
+void log_msg(log_level lv, const char *fmt, ...)
+{
+    if (!log_enabled(lv)) return;
+    char line[2048];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ level=%s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (int)(tv.tv_usec / 1000), log_level_name(lv));
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    line[len++] = '\n';
+    /* One write per line; a short write on a pipe of stderr is not worth a retry loop here. */
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w;
+}
+
+static int safe_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("-._/:@+,%", c) != NULL;
+}
+
+void log_quote(char *dst, size_t n, const char *src)
+{
+    if (n == 0) return;
+    if (!src) src = "";
+    int bare = *src != '\0';
+    for (const unsigned char *p = (const unsigned char *)src; *p && bare; p++) bare = safe_char(*p);
+    size_t o = 0;
+    if (bare) {
+        size_t l = strlen(src);
+        if (l < n) {
+            memcpy(dst, src, l + 1);
+            return;
+        }
+    }
+    /* Quoted form; reserve room for the closing quote, a "..." marker and the NUL. */
+    const size_t reserve = 5;
+    if (n < reserve + 2) {
+        dst[0] = '\0';
+        return;
+    }
+    dst[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char esc[8];
+        size_t el;
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            el = 2;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            el = (size_t)snprintf(esc, sizeof esc, "\\x%02x", *p);
+        } else {
+            esc[0] = (char)*p;
+            el = 1;
+        }
+        if (o + el + reserve > n) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(dst + o, esc, el);
+        o += el;
+    }
+    dst[o++] = '"';
+    dst[o] = '\0';
+}

@@ -1,0 +1,347 @@
+/* main.c — rnntd: flags, start-up, the signal loop (SIGHUP reload, SIGTERM/SIGINT drain), shutdown.
+ * Signals are blocked in every thread and taken synchronously here with sigtimedwait(), so no code
+ * runs in signal context at all. Exit status: 0 after a clean shutdown, 1 a start-up failure,
+ * 2 a usage or configuration error. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cfg.h"
+#include "eng.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "notify.h"
+#include "scheduler.h"
+#include "srv.h"
+
+#define MAX_OVERRIDES 8
+#define STATUS_EVERY_S 10.0
+
+typedef struct {
+    const char *config_path;
+    const char *keys[MAX_OVERRIDES];
+    const char *values[MAX_OVERRIDES];
+    int n;
+} cmdline;
+
+eng *srv_engine(srv *s)
+{
+    pthread_mutex_lock(&s->mu);
+    eng *e = eng_ref(s->engine);
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rnntd [--config FILE] [--listen ADDR] [--port N] [--model DIR] [options]\n"
+            "Speech-recognition daemon for LSTM transducers: POST features, get transcripts.\n"
+            "  -c, --config FILE    YAML configuration (see conf/rnntd.yaml); without it, defaults\n"
+            "  -l, --listen ADDR    override server.listen (default 127.0.0.1)\n"
+            "  -p, --port N         override server.port (0 = any free port, logged at start)\n"
+            "  -m, --model DIR      override model.path\n"
+            "      --check-config   check the configuration (and token file), print OK, exit\n"
+            "      --print-config   print the effective configuration as YAML, exit\n"
+            "  -V, --version        print the version, exit\n"
+            "  -h, --help           this text\n"
+            "Signals: SIGHUP reloads the configuration and the model without dropping requests;\n"
+            "SIGTERM/SIGINT stop accepting, answer every accepted request (server.drain_timeout_s),\n"
+            "then exit 0.\n");
+}
+
+static int build_config(const cmdline *cl, cfg *c, char *err, size_t errlen)
+{
+    cfg_defaults(c);
+    if (cl->config_path && cfg_load_file(c, cl->config_path, err, errlen)) return -1;
+    for (int i = 0; i < cl->n; i++)
+        if (cfg_set(c, cl->keys[i], cl->values[i], err, errlen)) return -1;
+    return cfg_validate(c, err, errlen);
+}
+
+static void apply_reloadable(srv *s, const cfg *c)
+{
+    atomic_store(&s->max_body_bytes, c->max_body_bytes);
+    atomic_store(&s->max_json_bytes, c->max_json_bytes);
+    atomic_store(&s->max_pending_bytes, c->max_pending_bytes);
+    atomic_store(&s->log_requests, (int)c->log_requests);
+    log_set_level((log_level)c->log_level);
+    if (s->sched) sched_set_limits(s->sched, (int)c->max_batch, c->max_delay_us, (int)c->max_queue);
+}
+
+static int load_auth(const cfg *c, auth **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!c->auth_token_file[0]) return 0;
+    int world = 0;
+    if (auth_load(c->auth_token_file, out, &world, err, errlen)) return -1;
+    if (world)
+        log_msg(LOG_WARN, "msg=\"the token file can be read by every user; chmod 600 it\" file=%s",
+                c->auth_token_file);
+    return 0;
+}
+
+static void log_ready(srv *s, eng *e, const char *what)
+{
+    const rnnt_model_info *i = eng_info(e);
+    char dev[160];
+    log_quote(dev, sizeof dev, eng_device(e));
+    log_msg(LOG_INFO,
+            "msg=%s model=%s path=%s backend=%s device=%s feature_dim=%d vocab=%d params=%lld "
+            "workers=%lld max_batch=%d max_frames=%d warmup_s=%.3f",
+            what, i->name, eng_path(e), eng_backend(e), dev, i->feature_dim, i->vocab_size,
+            i->n_parameters, s->c.workers, eng_max_batch(e), eng_max_frames(e), eng_warmup_s(e));
+    notify_send("READY=1\nSTATUS=ready: model %s on %s, listening on %s port %u", i->name,
+                eng_backend(e), s->c.listen, s->port);
+}
+
+/* SIGHUP: a new configuration and a new engine generation are built while the old one serves; then
+ * they are swapped. Requests already validated keep the generation they started with. */
+static void reload(srv *s, const cmdline *cl)
+{
+    char err[1024];
+    notify_send("RELOADING=1\nSTATUS=reloading configuration and model");
+    log_msg(LOG_INFO, "msg=\"reload requested (SIGHUP)\"");
+    cfg nc;
+    auth *na = NULL;
+    eng *ne = NULL;
+    if (build_config(cl, &nc, err, sizeof err) || load_auth(&nc, &na, err, sizeof err) ||
+        eng_create(&nc, (int)s->c.workers, &ne, err, sizeof err)) {
+        char q[1100];
+        log_quote(q, sizeof q, err);
+        log_msg(LOG_ERROR, "msg=\"reload failed; still serving the previous configuration\" err=%s", q);
+        atomic_fetch_add(&s->reloads_failed, 1);
+        auth_free(na);
+        notify_send("READY=1\nSTATUS=reload failed: %.200s", err);
+        return;
+    }
+    const char *which = NULL;
+    /* Restart-only keys keep their running values; say so instead of ignoring them silently. */
+    if (!cfg_restart_keys_equal(&s->c, &nc, &which))
+        log_msg(LOG_WARN, "msg=\"some changed keys need a restart and keep their running values\" first=%s",
+                which);
+    /* Copy the reloadable keys into the running config. */
+    for (const cfg_key *k = cfg_keys(); k->name; k++) {
+        if (!k->reload) continue;
+        size_t sz = k->type == CFG_T_STR ? k->size : sizeof(long long);
+        memcpy((char *)&s->c + k->offset, (const char *)&nc + k->offset, sz);
+    }
+    pthread_mutex_lock(&s->mu);
+    eng *old = s->engine;
+    auth *old_auth = s->auth;
+    s->engine = ne;
+    s->auth = na;
+    pthread_mutex_unlock(&s->mu);
+    apply_reloadable(s, &s->c);
+    eng_unref(old); /* freed once the last request validated against it is answered */
+    auth_free(old_auth);
+    atomic_fetch_add(&s->reloads_ok, 1);
+    log_ready(s, ne, "reloaded");
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+}
+
+static void wait_until(_Atomic long long *v, double deadline)
+{
+    while (atomic_load(v) > 0 && sched_now() < deadline) sleep_s(0.005);
+}
+
+static void drain(srv *s)
+{
+    atomic_store(&s->draining, 1);
+    notify_send("STOPPING=1\nSTATUS=draining: answering accepted requests");
+    log_msg(LOG_INFO, "msg=\"shutting down: draining\" in_flight=%lld drain_timeout_s=%lld",
+            atomic_load(&s->in_flight), s->c.drain_timeout_s);
+    http_quiesce(s);
+    sched_close(s->sched);
+    double deadline = sched_now() + (double)s->c.drain_timeout_s;
+    wait_until(&s->in_flight, deadline);
+    if (atomic_load(&s->in_flight) > 0) {
+        int n = sched_cancel_waiting(s->sched);
+        log_msg(LOG_WARN, "msg=\"drain timeout\" in_flight=%lld cancelled=%d", atomic_load(&s->in_flight), n);
+    }
+    /* Batches already running always finish (decoding is finite); their connections get resumed. */
+    if (sched_wait_idle(s->sched, 600.0))
+        log_msg(LOG_ERROR, "msg=\"engine workers still busy after 600 s\"");
+    /* Resumed connections still have to be answered by MHD's threads before it may stop. */
+    wait_until(&s->suspended, sched_now() + 10.0);
+    wait_until(&s->in_flight, sched_now() + 2.0);
+}
+
+static void status_line(srv *s)
+{
+    metrics_summary m;
+    metrics_summarise(&m);
+    notify_send("STATUS=ready: %lld ok, %lld failed, %lld in flight, queue %d, rtf %.4f", m.requests_ok,
+                m.requests_failed, atomic_load(&s->in_flight), sched_queue_depth(s->sched),
+                m.real_time_factor);
+}
+
+int main(int argc, char **argv)
+{
+    cmdline cl = {0};
+    int check = 0, print = 0;
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'},  {"listen", required_argument, 0, 'l'},
+        {"port", required_argument, 0, 'p'},    {"model", required_argument, 0, 'm'},
+        {"check-config", no_argument, 0, 'C'},  {"print-config", no_argument, 0, 'P'},
+        {"version", no_argument, 0, 'V'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int o;
+    while ((o = getopt_long(argc, argv, "c:l:p:m:Vh", opts, NULL)) != -1) {
+        const char *key = NULL;
+        switch (o) {
+        case 'c': cl.config_path = optarg; break;
+        case 'l': key = "server.listen"; break;
+        case 'p': key = "server.port"; break;
+        case 'm': key = "model.path"; break;
+        case 'C': check = 1; break;
+        case 'P': print = 1; break;
+        case 'V': printf("rnntd %s\n", RNNT_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (key) {
+            /* A later flag for the same key wins, as in most tools. */
+            int i = 0;
+            while (i < cl.n && strcmp(cl.keys[i], key)) i++;
+            if (i == cl.n) cl.n++;
+            cl.keys[i] = key;
+            cl.values[i] = optarg;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "rnntd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    static srv S;
+    srv *s = &S;
+    char err[1024];
+    if (build_config(&cl, &s->c, err, sizeof err)) {
+        fprintf(stderr, "rnntd: %s\n", err);
+        return 2;
+    }
+    if (print) {
+        cfg_write_yaml(&s->c, stdout);
+        return 0;
+    }
+    auth *a = NULL;
+    if (load_auth(&s->c, &a, err, sizeof err)) {
+        fprintf(stderr, "rnntd: %s\n", err);
+        return 2;
+    }
+    if (check) {
+        auth_free(a);
+        printf("%s: OK\n", cl.config_path ? cl.config_path : "(defaults)");
+        return 0;
+    }
+
+    /* Block the signals we take synchronously before any thread exists, so every thread inherits
+     * the mask; SIGPIPE is ignored (MHD sends with MSG_NOSIGNAL, but be sure). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pthread_mutex_init(&s->mu, NULL);
+    s->auth = a;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    s->t_start_unix = (double)tv.tv_sec + tv.tv_usec * 1e-6;
+    s->t_start_mono = sched_now();
+    unsigned rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+        rnd = (unsigned)tv.tv_usec ^ ((unsigned)getpid() << 16);
+    snprintf(s->id_prefix, sizeof s->id_prefix, "%08x", rnd);
+    metrics_init();
+    apply_reloadable(s, &s->c);
+
+    log_msg(LOG_INFO, "msg=starting version=%s config=%s notify=%s pid=%d", RNNT_VERSION,
+            cl.config_path ? cl.config_path : "(defaults)", notify_impl(), (int)getpid());
+    sched_params sp = {(int)s->c.workers, (int)s->c.max_batch, s->c.max_delay_us, (int)s->c.max_queue};
+    sched_exec sx = {eng_run, NULL};
+    if (sched_create(&sp, &sx, &s->sched) != SCHED_OK) {
+        log_msg(LOG_ERROR, "msg=\"cannot start the scheduler\"");
+        return 1;
+    }
+    /* Listen first: /health/live answers and /health/ready says 503 while the model loads. */
+    if (http_start(s, err, sizeof err)) {
+        log_msg(LOG_ERROR, "msg=\"cannot start the HTTP server\" err=\"%s\"", err);
+        sched_free(s->sched);
+        return 1;
+    }
+    log_msg(LOG_INFO, "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld auth=%s",
+            s->c.listen, s->port, s->c.http_threads, s->c.max_connections, s->auth ? "bearer" : "off");
+    notify_send("STATUS=loading model %s", s->c.model_path);
+
+    eng *e = NULL;
+    if (eng_create(&s->c, (int)s->c.workers, &e, err, sizeof err)) {
+        char q[1100];
+        log_quote(q, sizeof q, err);
+        log_msg(LOG_ERROR, "msg=\"cannot load the model\" err=%s", q);
+        notify_send("STATUS=failed: %.200s", err);
+        http_stop(s);
+        sched_free(s->sched);
+        auth_free(s->auth);
+        return 1;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->engine = e;
+    pthread_mutex_unlock(&s->mu);
+    atomic_store(&s->ready, 1);
+    log_ready(s, e, "ready");
+
+    double next_status = sched_now() + STATUS_EVERY_S;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        siginfo_t si;
+        int sig = sigtimedwait(&set, &si, &ts);
+        if (sig == SIGHUP) {
+            reload(s, &cl);
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            log_msg(LOG_INFO, "msg=\"signal received\" signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            break;
+        }
+        if (sched_now() >= next_status) {
+            status_line(s);
+            next_status = sched_now() + STATUS_EVERY_S;
+        }
+    }
+
+    drain(s);
+    http_stop(s);
+    sched_free(s->sched);
+    s->sched = NULL;
+    pthread_mutex_lock(&s->mu);
+    eng *last = s->engine;
+    s->engine = NULL;
+    pthread_mutex_unlock(&s->mu);
+    eng_unref(last);
+    auth_free(s->auth);
+    metrics_summary m;
+    metrics_summarise(&m);
+    log_msg(LOG_INFO, "msg=stopped requests_ok=%lld requests_failed=%lld batches=%lld audio_s=%.3f",
+            m.requests_ok, m.requests_failed, m.batches, m.audio_s);
+    pthread_mutex_destroy(&s->mu);
+    return 0;
+}

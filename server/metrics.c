@@ -1,0 +1,285 @@
+/* metrics.c — atomic counters and fixed-bucket histograms; Prometheus text exposition. */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BUCKETS 20
+
+typedef struct {
+    const char *name, *help;
+    int n;
+    double le[MAX_BUCKETS];
+    _Atomic uint64_t count[MAX_BUCKETS + 1]; /* last = +Inf overflow */
+    _Atomic uint64_t sum_bits;               /* a double, updated by compare-and-swap */
+} histo;
+
+static void atomic_add_double(_Atomic uint64_t *bits, double v)
+{
+    uint64_t old = atomic_load(bits), nw;
+    do {
+        double d;
+        memcpy(&d, &old, sizeof d);
+        d += v;
+        memcpy(&nw, &d, sizeof nw);
+    } while (!atomic_compare_exchange_weak(bits, &old, nw));
+}
+
+static double load_double(_Atomic uint64_t *bits)
+{
+    uint64_t b = atomic_load(bits);
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+static void histo_observe(histo *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->le[i]) i++;
+    atomic_fetch_add(&h->count[i], 1);
+    atomic_add_double(&h->sum_bits, v);
+}
+
+#define SECONDS_BUCKETS 14, {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+static histo h_request = {"rnntd_request_duration_seconds",
+                          "Time from the request's headers to its answer, /v1/transcribe only.",
+                          SECONDS_BUCKETS, {0}, 0};
+static histo h_queue = {"rnntd_queue_duration_seconds",
+                        "Time a transcription waited in the queue before its batch started.",
+                        SECONDS_BUCKETS, {0}, 0};
+static histo h_compute = {"rnntd_compute_duration_seconds", "Engine time per batch.", SECONDS_BUCKETS,
+                          {0}, 0};
+static histo h_batch = {"rnntd_batch_size", "Utterances per batch.", 11,
+                        {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, {0}, 0};
+static histo h_audio = {"rnntd_request_audio_seconds", "Audio length of each transcription.", 10,
+                        {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}, {0}, 0};
+
+static histo *const g_histos[] = {&h_request, &h_queue, &h_compute, &h_batch, &h_audio};
+
+/* Status codes we count individually; anything else lands in the last slot. */
+static const unsigned g_codes[] = {200, 400, 401, 404, 405, 411, 413, 415, 422, 429, 500, 503, 0};
+#define N_CODES (sizeof g_codes / sizeof g_codes[0])
+static const char *const g_ep_names[EP_COUNT] = {"transcribe", "health", "metrics", "other"};
+static const char *const g_reject_names[REJECT_COUNT] = {"queue_full", "memory", "draining",
+                                                         "not_ready"};
+
+static _Atomic uint64_t c_requests[EP_COUNT][N_CODES];
+static _Atomic uint64_t c_reject[REJECT_COUNT];
+static _Atomic uint64_t c_batches, c_batch_items, c_frames, c_padding, c_bytes_in, c_failed_decode;
+static _Atomic uint64_t c_audio_bits, c_compute_bits; /* doubles */
+
+void metrics_init(void)
+{
+    /* Static storage starts at zero; nothing to do beyond documenting that init is idempotent. */
+}
+
+void metrics_request(metrics_endpoint ep, unsigned status, double total_s)
+{
+    if ((int)ep < 0 || ep >= EP_COUNT) ep = EP_OTHER;
+    size_t i = 0;
+    while (i < N_CODES - 1 && g_codes[i] != status) i++;
+    atomic_fetch_add(&c_requests[ep][i], 1);
+    if (ep == EP_TRANSCRIBE) histo_observe(&h_request, total_s);
+}
+
+void metrics_transcription(double audio_s, double queue_s, double compute_s, long long bytes_in)
+{
+    (void)compute_s; /* counted once per batch in metrics_batch */
+    histo_observe(&h_audio, audio_s);
+    histo_observe(&h_queue, queue_s);
+    atomic_add_double(&c_audio_bits, audio_s);
+    atomic_fetch_add(&c_bytes_in, (uint64_t)(bytes_in > 0 ? bytes_in : 0));
+}
+
+void metrics_batch(int size, double compute_s, long long frames, long long padding_frames)
+{
+    histo_observe(&h_batch, size);
+    histo_observe(&h_compute, compute_s);
+    atomic_fetch_add(&c_batches, 1);
+    atomic_fetch_add(&c_batch_items, (uint64_t)size);
+    atomic_fetch_add(&c_frames, (uint64_t)frames);
+    atomic_fetch_add(&c_padding, (uint64_t)padding_frames);
+    atomic_add_double(&c_compute_bits, compute_s);
+}
+
+void metrics_reject_inc(metrics_reject why)
+{
+    if ((int)why >= 0 && why < REJECT_COUNT) atomic_fetch_add(&c_reject[why], 1);
+}
+
+void metrics_failed_decode(void) { atomic_fetch_add(&c_failed_decode, 1); }
+
+void metrics_summarise(metrics_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < N_CODES; i++) {
+        uint64_t v = atomic_load(&c_requests[EP_TRANSCRIBE][i]);
+        if (g_codes[i] >= 200 && g_codes[i] < 300) o->requests_ok += (long long)v;
+        else o->requests_failed += (long long)v;
+    }
+    o->batches = (long long)atomic_load(&c_batches);
+    o->batch_items = (long long)atomic_load(&c_batch_items);
+    o->audio_s = load_double(&c_audio_bits);
+    o->compute_s = load_double(&c_compute_bits);
+    o->real_time_factor = o->audio_s > 0 ? o->compute_s / o->audio_s : 0;
+}
+
+/* A growable text buffer; on allocation failure it stops growing and render returns NULL. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = b->cap * 2 + (size_t)n;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
+/* Label values are model names and device strings: escape \ " and newline as the format asks. */
+static void sb_label(sbuf *b, const char *v)
+{
+    for (const char *s = v ? v : ""; *s; s++) {
+        if (*s == '\\') sb_printf(b, "\\\\");
+        else if (*s == '"') sb_printf(b, "\\\"");
+        else if (*s == '\n') sb_printf(b, "\\n");
+        else sb_printf(b, "%c", *s);
+    }
+}
+
+static void head(sbuf *b, const char *name, const char *type, const char *help)
+{
+    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_histo(sbuf *b, histo *h)
+{
+    head(b, h->name, "histogram", h->help);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += atomic_load(&h->count[i]);
+        sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->le[i], (unsigned long long)cum);
+    }
+    cum += atomic_load(&h->count[h->n]);
+    sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", h->name, (unsigned long long)cum);
+    sb_printf(b, "%s_sum %.9g\n%s_count %llu\n", h->name, load_double(&h->sum_bits), h->name,
+              (unsigned long long)cum);
+}
+
+char *metrics_render(const metrics_gauges *g, size_t *len)
+{
+    sbuf b = {malloc(8192), 0, 8192, 0};
+    if (!b.p) return NULL;
+
+    head(&b, "rnntd_build_info", "gauge", "Version, model and backend of this process (value 1).");
+    sb_printf(&b, "rnntd_build_info{version=\"");
+    sb_label(&b, g->version);
+    sb_printf(&b, "\",model=\"");
+    sb_label(&b, g->model);
+    sb_printf(&b, "\",backend=\"");
+    sb_label(&b, g->backend);
+    sb_printf(&b, "\",device=\"");
+    sb_label(&b, g->device);
+    sb_printf(&b, "\"} 1\n");
+
+    head(&b, "rnntd_requests_total", "counter", "Requests answered, by endpoint and HTTP status.");
+    for (int e = 0; e < EP_COUNT; e++)
+        for (size_t i = 0; i < N_CODES; i++) {
+            uint64_t v = atomic_load(&c_requests[e][i]);
+            /* Always show the success series of the main endpoint so rate() works from zero. */
+            if (v == 0 && !(e == EP_TRANSCRIBE && g_codes[i] == 200)) continue;
+            if (g_codes[i])
+                sb_printf(&b, "rnntd_requests_total{endpoint=\"%s\",code=\"%u\"} %llu\n",
+                          g_ep_names[e], g_codes[i], (unsigned long long)v);
+            else
+                sb_printf(&b, "rnntd_requests_total{endpoint=\"%s\",code=\"other\"} %llu\n",
+                          g_ep_names[e], (unsigned long long)v);
+        }
+
+    head(&b, "rnntd_rejected_total", "counter",
+         "Transcriptions refused with 503 before decoding, by reason.");
+    for (int r = 0; r < REJECT_COUNT; r++)
+        sb_printf(&b, "rnntd_rejected_total{reason=\"%s\"} %llu\n", g_reject_names[r],
+                  (unsigned long long)atomic_load(&c_reject[r]));
+
+    head(&b, "rnntd_decode_failures_total", "counter",
+         "Utterances whose decoding failed (non-finite values or an engine error).");
+    sb_printf(&b, "rnntd_decode_failures_total %llu\n",
+              (unsigned long long)atomic_load(&c_failed_decode));
+    head(&b, "rnntd_batches_total", "counter", "Batches run by the engine workers.");
+    sb_printf(&b, "rnntd_batches_total %llu\n", (unsigned long long)atomic_load(&c_batches));
+    head(&b, "rnntd_batch_utterances_total", "counter", "Utterances decoded in batches.");
+    sb_printf(&b, "rnntd_batch_utterances_total %llu\n",
+              (unsigned long long)atomic_load(&c_batch_items));
+    head(&b, "rnntd_frames_total", "counter", "Input feature frames decoded.");
+    sb_printf(&b, "rnntd_frames_total %llu\n", (unsigned long long)atomic_load(&c_frames));
+    head(&b, "rnntd_padding_frames_total", "counter",
+         "Frames of padding in batches (longest item minus each item's length, summed).");
+    sb_printf(&b, "rnntd_padding_frames_total %llu\n", (unsigned long long)atomic_load(&c_padding));
+    head(&b, "rnntd_audio_seconds_total", "counter", "Audio transcribed, in seconds.");
+    sb_printf(&b, "rnntd_audio_seconds_total %.6f\n", load_double(&c_audio_bits));
+    head(&b, "rnntd_compute_seconds_total", "counter", "Engine time spent in batches, in seconds.");
+    sb_printf(&b, "rnntd_compute_seconds_total %.6f\n", load_double(&c_compute_bits));
+    head(&b, "rnntd_request_bytes_total", "counter", "Request body bytes of answered transcriptions.");
+    sb_printf(&b, "rnntd_request_bytes_total %llu\n", (unsigned long long)atomic_load(&c_bytes_in));
+    head(&b, "rnntd_reloads_total", "counter", "SIGHUP reloads, by result.");
+    sb_printf(&b, "rnntd_reloads_total{result=\"ok\"} %lld\nrnntd_reloads_total{result=\"failed\"} %lld\n",
+              g->reloads_ok, g->reloads_failed);
+
+    for (size_t i = 0; i < sizeof g_histos / sizeof g_histos[0]; i++) render_histo(&b, g_histos[i]);
+
+    head(&b, "rnntd_ready", "gauge", "1 when the model is loaded and warmed up and not draining.");
+    sb_printf(&b, "rnntd_ready %d\n", g->ready && !g->draining);
+    head(&b, "rnntd_requests_in_flight", "gauge", "Requests being received, queued or decoded.");
+    sb_printf(&b, "rnntd_requests_in_flight %lld\n", g->in_flight);
+    head(&b, "rnntd_queue_depth", "gauge", "Transcriptions waiting for a worker.");
+    sb_printf(&b, "rnntd_queue_depth %lld\n", g->queue_depth);
+    head(&b, "rnntd_workers_busy", "gauge", "Engine workers running a batch.");
+    sb_printf(&b, "rnntd_workers_busy %lld\n", g->workers_busy);
+    head(&b, "rnntd_workers", "gauge", "Engine workers.");
+    sb_printf(&b, "rnntd_workers %lld\n", g->workers);
+    head(&b, "rnntd_connections", "gauge", "Open HTTP connections.");
+    sb_printf(&b, "rnntd_connections %lld\n", g->connections);
+    head(&b, "rnntd_pending_bytes", "gauge", "Request bodies and features held in memory.");
+    sb_printf(&b, "rnntd_pending_bytes %lld\n", g->pending_bytes);
+    head(&b, "rnntd_uptime_seconds", "gauge", "Seconds since the process started.");
+    sb_printf(&b, "rnntd_uptime_seconds %.3f\n", g->uptime_s);
+    head(&b, "rnntd_start_time_seconds", "gauge", "Start time of the process, Unix seconds.");
+    sb_printf(&b, "rnntd_start_time_seconds %.3f\n", g->start_time_s);
+
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}

@@ -1,0 +1,40 @@
+/* reply.h — the one place that turns results and errors into HTTP responses.
+ * Every error body is {"error": {"code": "...", "message": "..."}} with a real 4xx/5xx status;
+ * nothing here ever sends an error with 200. Thread-safe (no shared state); each function must be
+ * called from the MHD thread that owns the connection, as MHD_queue_response requires. */
+#ifndef SRV_REPLY_H
+#define SRV_REPLY_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+/* An error found while handling a request: status, stable machine code, one-line message. */
+typedef struct {
+    unsigned status;   /* 0: no error */
+    const char *code;  /* static string, e.g. "invalid_json" */
+    char message[256];
+} srv_err;
+
+void srv_err_set(srv_err *e, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Extra headers; zero-initialise and set what applies. */
+typedef struct {
+    const char *request_id;  /* X-Request-Id */
+    int retry_after_s;       /* > 0: Retry-After */
+    const char *allow;       /* Allow (405) */
+    int www_authenticate;    /* WWW-Authenticate: Bearer (401) */
+    int close;               /* Connection: close */
+} reply_opts;
+
+/* Sends body (reference stolen, freed here) as JSON. Returns MHD_queue_response's result. */
+enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *body, const reply_opts *o);
+/* Sends the error shape for e. */
+enum MHD_Result reply_error(struct MHD_Connection *c, const srv_err *e, const reply_opts *o);
+/* Sends text (taken over, free()d by MHD) with the given Content-Type. */
+enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *content_type,
+                           char *text, size_t len, const reply_opts *o);
+/* The error document for e as compact JSON text (malloc'd), used by reply_error and tests. */
+char *reply_error_body(const srv_err *e);
+
+#endif

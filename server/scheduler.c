@@ -1,0 +1,353 @@
+/* scheduler.c — the bounded queue and the batch-forming workers. */
+#include "scheduler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct sched {
+    pthread_mutex_t mu;
+    pthread_cond_t work;   /* workers wait here for jobs or their batch deadline */
+    pthread_cond_t idle;   /* sched_wait_idle waits here */
+    sched_job *head, *tail; /* FIFO by submit time */
+    int depth;
+    int busy;
+    int closed, stop;
+    sched_params p;
+    sched_exec x;
+    int n_threads;
+    pthread_t *threads;
+    sched_job ***scratch;  /* per worker: room for a batch and its candidates; grown by that worker */
+    int *scratch_cap;
+};
+
+typedef struct {
+    sched *s;
+    int index;
+} worker_arg;
+
+double sched_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void unlink_job(sched *s, sched_job *j)
+{
+    if (j->prev) j->prev->next = j->next;
+    else s->head = j->next;
+    if (j->next) j->next->prev = j->prev;
+    else s->tail = j->prev;
+    j->prev = j->next = NULL;
+    s->depth--;
+}
+
+static void timed_wait(sched *s, double deadline)
+{
+    /* Condition variables use CLOCK_MONOTONIC (set at init), so deadlines survive clock changes. */
+    struct timespec ts;
+    double sec = deadline;
+    ts.tv_sec = (time_t)sec;
+    ts.tv_nsec = (long)((sec - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->work, &s->mu, &ts);
+}
+
+typedef struct {
+    sched_job *j;
+    int dist;
+    double t;
+} cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->dist != y->dist) return x->dist < y->dist ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t; /* ties: the older first */
+}
+
+static int frames_cmp(const void *a, const void *b)
+{
+    const sched_job *x = *(sched_job *const *)a, *y = *(sched_job *const *)b;
+    return (x->frames > y->frames) - (x->frames < y->frames);
+}
+
+/* Under the lock: picks a batch into out[] (capacity cap) and unlinks it. Returns its size. */
+static int pick_batch(sched *s, sched_job **out, int cap, cand *cs)
+{
+    sched_job *oldest = s->head;
+    int n_c = 0;
+    for (sched_job *j = cap > 1 ? oldest->next : NULL; j; j = j->next) {
+        if (j->group != oldest->group) continue;
+        int d = j->frames - oldest->frames;
+        cs[n_c].j = j;
+        cs[n_c].dist = d < 0 ? -d : d;
+        cs[n_c].t = j->t_submit;
+        n_c++;
+    }
+    int n = 1;
+    out[0] = oldest;
+    if (n_c > 0 && cap > 1) {
+        qsort(cs, (size_t)n_c, sizeof *cs, cand_cmp);
+        for (int i = 0; i < n_c && n < cap; i++) {
+            /* A job that may share a batch with fewer jobs than this batch would hold waits. */
+            if (cs[i].j->batch_cap < n + 1) continue;
+            out[n++] = cs[i].j;
+        }
+    }
+    for (int i = 0; i < n; i++) unlink_job(s, out[i]);
+    /* Sorted by length: backends that pack by length want it, and it costs nothing here. */
+    qsort(out, (size_t)n, sizeof *out, frames_cmp);
+    return n;
+}
+
+static int count_group(sched *s, const void *group, int stop_at)
+{
+    int n = 0;
+    for (sched_job *j = s->head; j && n < stop_at; j = j->next)
+        if (j->group == group) n++;
+    return n;
+}
+
+/* Under the lock: makes worker w's scratch hold `need` jobs and candidates; 0 on success. */
+static int ensure_scratch(sched *s, int w, int need)
+{
+    if (s->scratch_cap[w] >= need) return 0;
+    int nc = need + 16;
+    sched_job **ns = realloc(s->scratch[w], (size_t)nc * (sizeof(sched_job *) + sizeof(cand)));
+    if (!ns) return -1;
+    s->scratch[w] = ns;
+    s->scratch_cap[w] = nc;
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker_arg *wa = arg;
+    sched *s = wa->s;
+    int w = wa->index;
+    free(wa);
+
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stop) pthread_cond_wait(&s->work, &s->mu);
+        if (!s->head && s->stop) break;
+        sched_job *oldest = s->head;
+        int cap = s->p.max_batch;
+        if (oldest->batch_cap < cap) cap = oldest->batch_cap;
+        if (cap < 1) cap = 1;
+        if (!s->closed && !s->stop) {
+            double deadline = oldest->t_submit + (double)s->p.max_delay_us * 1e-6;
+            if (count_group(s, oldest->group, cap) < cap && sched_now() < deadline) {
+                timed_wait(s, deadline);
+                continue; /* re-evaluate: another worker may have taken the jobs */
+            }
+        }
+        sched_job *one_job[1];
+        cand one_cand[1];
+        sched_job **batch = one_job;
+        cand *cs = one_cand;
+        if (ensure_scratch(s, w, s->depth + 1) == 0) {
+            batch = s->scratch[w];
+            cs = (cand *)(batch + s->scratch_cap[w]);
+        } else {
+            cap = 1; /* no memory for a candidate list: run the oldest alone */
+        }
+        int n = pick_batch(s, batch, cap, cs);
+        s->busy++;
+        /* batch[] is this worker's own scratch: only this thread resizes it, so the lock can go. */
+        pthread_mutex_unlock(&s->mu);
+
+        double t0 = sched_now();
+        for (int i = 0; i < n; i++) {
+            batch[i]->t_start = t0;
+            batch[i]->batch_size = n;
+            batch[i]->worker = w;
+        }
+        s->x.run(s->x.ctx, w, batch[0]->group, batch, n);
+        double t1 = sched_now();
+        for (int i = 0; i < n; i++) {
+            sched_job *j = batch[i];
+            j->t_end = t1;
+            j->outcome = SCHED_RAN;
+            j->done(j, j->user); /* j may be freed from here on */
+        }
+
+        pthread_mutex_lock(&s->mu);
+        s->busy--;
+        pthread_cond_broadcast(&s->idle);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+sched_status sched_create(const sched_params *p, const sched_exec *x, sched **out)
+{
+    *out = NULL;
+    if (p->workers < 1 || p->max_batch < 1 || p->max_queue < 1 || p->max_delay_us < 0 || !x->run)
+        return SCHED_INVALID;
+    sched *s = calloc(1, sizeof *s);
+    if (!s) return SCHED_NOMEM;
+    s->p = *p;
+    s->x = *x;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->work, &ca);
+    pthread_cond_init(&s->idle, &ca);
+    pthread_condattr_destroy(&ca);
+    s->threads = calloc((size_t)p->workers, sizeof *s->threads);
+    s->scratch = calloc((size_t)p->workers, sizeof *s->scratch);
+    s->scratch_cap = calloc((size_t)p->workers, sizeof *s->scratch_cap);
+    if (!s->threads || !s->scratch || !s->scratch_cap) {
+        sched_free(s);
+        return SCHED_NOMEM;
+    }
+    for (int i = 0; i < p->workers; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            sched_free(s);
+            return SCHED_NOMEM;
+        }
+        wa->s = s;
+        wa->index = i;
+        if (pthread_create(&s->threads[i], NULL, worker_main, wa) != 0) {
+            free(wa);
+            sched_free(s);
+            return SCHED_NOMEM;
+        }
+        s->n_threads++;
+    }
+    *out = s;
+    return SCHED_OK;
+}
+
+sched_status sched_submit(sched *s, sched_job *j)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->closed) {
+        pthread_mutex_unlock(&s->mu);
+        return SCHED_CLOSED;
+    }
+    if (s->depth >= s->p.max_queue) {
+        pthread_mutex_unlock(&s->mu);
+        return SCHED_FULL;
+    }
+    if (j->batch_cap < 1) j->batch_cap = 1;
+    j->t_submit = sched_now();
+    j->t_start = j->t_end = 0;
+    j->batch_size = 0;
+    j->worker = -1;
+    j->next = NULL;
+    j->prev = s->tail;
+    if (s->tail) s->tail->next = j;
+    else s->head = j;
+    s->tail = j;
+    s->depth++;
+    /* Wake every worker: one may be waiting for this job to fill its batch. */
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return SCHED_OK;
+}
+
+void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_queue)
+{
+    pthread_mutex_lock(&s->mu);
+    if (max_batch >= 1) s->p.max_batch = max_batch;
+    if (max_delay_us >= 0) s->p.max_delay_us = max_delay_us;
+    if (max_queue >= 1) s->p.max_queue = max_queue;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_close(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_wait_idle(sched *s, double timeout_s)
+{
+    double deadline = sched_now() + timeout_s;
+    pthread_mutex_lock(&s->mu);
+    while ((s->head || s->busy) && sched_now() < deadline) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)deadline;
+        ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+        pthread_cond_timedwait(&s->idle, &s->mu, &ts);
+    }
+    int rc = (s->head || s->busy) ? -1 : 0;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int sched_cancel_waiting(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    sched_job *list = s->head;
+    s->head = s->tail = NULL;
+    s->depth = 0;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    int n = 0;
+    while (list) {
+        sched_job *next = list->next;
+        list->prev = list->next = NULL;
+        list->outcome = SCHED_CANCELLED;
+        list->t_start = list->t_end = sched_now();
+        list->batch_size = 0;
+        list->done(list, list->user);
+        list = next;
+        n++;
+    }
+    return n;
+}
+
+void sched_free(sched *s)
+{
+    if (!s) return;
+    sched_close(s);
+    sched_cancel_waiting(s);
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
+    if (s->scratch)
+        for (int i = 0; i < s->p.workers; i++) free(s->scratch[i]);
+    free(s->scratch);
+    free(s->scratch_cap);
+    free(s->threads);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int sched_queue_depth(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int d = s->depth;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
+int sched_busy_workers(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int b = s->busy;
+    pthread_mutex_unlock(&s->mu);
+    return b;
+}

@@ -1,0 +1,272 @@
+/* test_cfg.c — the daemon's configuration: the shipped file, every kind of bad input, flags. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cfg.h"
+
+static const char *g_shipped; /* path of conf/rnntd.yaml, from argv */
+
+static int load(cfg *c, const char *text, char *err, size_t n)
+{
+    cfg_defaults(c);
+    return cfg_load_mem(c, "t.yaml", text, strlen(text), err, n);
+}
+
+/* Loads text, expects failure with exactly `want` as the message. */
+static void expect_err(const char *text, const char *want)
+{
+    cfg c;
+    char err[512] = "";
+    int rc = load(&c, text, err, sizeof err);
+    if (rc == 0 || strcmp(err, want) != 0)
+        fail_msg("for:\n%s\nwant error: %s\ngot (rc %d): %s", text, want, rc, err);
+}
+
+static int same_cfg(const cfg *a, const cfg *b, const char **which)
+{
+    char va[2048], vb[2048];
+    for (const cfg_key *k = cfg_keys(); k->name; k++) {
+        cfg_format_value(a, k, va, sizeof va);
+        cfg_format_value(b, k, vb, sizeof vb);
+        if (strcmp(va, vb)) {
+            *which = k->name;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_defaults_valid(void **st)
+{
+    (void)st;
+    cfg c;
+    char err[256];
+    cfg_defaults(&c);
+    assert_int_equal(cfg_validate(&c, err, sizeof err), 0);
+    assert_string_equal(c.listen, "127.0.0.1");
+    assert_int_equal(c.backend, CFG_BACKEND_AUTO);
+    /* Every key has a doc string and a section. */
+    for (const cfg_key *k = cfg_keys(); k->name; k++) {
+        assert_non_null(strchr(k->name, '.'));
+        assert_true(k->doc && strlen(k->doc) > 10);
+    }
+}
+
+/* conf/rnntd.yaml is exactly what the table writes for the defaults: every key present, documented,
+ * at its default. Regenerate with `rnntd --print-config > conf/rnntd.yaml`. */
+static void test_shipped_file(void **st)
+{
+    (void)st;
+    FILE *f = fopen(g_shipped, "rb");
+    assert_non_null(f);
+    static char file[1 << 16];
+    size_t n = fread(file, 1, sizeof file - 1, f);
+    fclose(f);
+    file[n] = '\0';
+
+    cfg d;
+    cfg_defaults(&d);
+    char *gen = NULL;
+    size_t gl = 0;
+    FILE *m = open_memstream(&gen, &gl);
+    cfg_write_yaml(&d, m);
+    fclose(m);
+    if (strcmp(gen, file) != 0)
+        fail_msg("%s differs from `rnntd --print-config` (regenerate it)", g_shipped);
+    free(gen);
+
+    cfg c;
+    char err[512];
+    cfg_defaults(&c);
+    assert_int_equal(cfg_load_file(&c, g_shipped, err, sizeof err), 0);
+    const char *which = NULL;
+    if (!same_cfg(&c, &d, &which)) fail_msg("shipped file sets %s away from its default", which);
+    for (const cfg_key *k = cfg_keys(); k->name; k++) {
+        char needle[80];
+        snprintf(needle, sizeof needle, "\n  %s: ", strchr(k->name, '.') + 1);
+        if (!strstr(file, needle)) fail_msg("key %s missing from the shipped file", k->name);
+    }
+}
+
+static void test_round_trip(void **st)
+{
+    (void)st;
+    cfg c, back;
+    char err[512];
+    cfg_defaults(&c);
+    assert_int_equal(cfg_set(&c, "server.auth_token_file", "/etc/rnntd/tok \"x\\y", err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "batching.max_batch", "7", err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "log.requests", "false", err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "model.precision", "fp32", err, sizeof err), 0);
+    char *gen = NULL;
+    size_t gl = 0;
+    FILE *m = open_memstream(&gen, &gl);
+    cfg_write_yaml(&c, m);
+    fclose(m);
+    cfg_defaults(&back);
+    if (cfg_load_mem(&back, "gen.yaml", gen, gl, err, sizeof err)) fail_msg("%s", err);
+    const char *which = NULL;
+    if (!same_cfg(&c, &back, &which)) fail_msg("round trip changed %s", which);
+    free(gen);
+}
+
+static void test_good_values(void **st)
+{
+    (void)st;
+    cfg c;
+    char err[512];
+    const char *text = "# comment\n"
+                       "server:\n  listen: \"::1\"\n  port: 0\n"
+                       "model:\n  path: /srv/m\n  backend: cpu\n  precision: fp32\n"
+                       "batching:\n  max_batch: 1\n  max_delay_us: 0\n"
+                       "log:\n  level: debug\n  requests: false\n";
+    if (load(&c, text, err, sizeof err)) fail_msg("%s", err);
+    assert_string_equal(c.listen, "::1");
+    assert_int_equal(c.port, 0);
+    assert_string_equal(c.model_path, "/srv/m");
+    assert_int_equal(c.backend, CFG_BACKEND_CPU);
+    assert_int_equal(c.precision, CFG_PRECISION_FP32);
+    assert_int_equal(c.max_batch, 1);
+    assert_int_equal(c.max_delay_us, 0);
+    assert_int_equal(c.log_level, 3);
+    assert_int_equal(c.log_requests, 0);
+    assert_int_equal(c.max_queue, 256); /* untouched keys keep their defaults */
+    /* An empty file is every default. */
+    assert_int_equal(load(&c, "", err, sizeof err), 0);
+    assert_int_equal(load(&c, "# only a comment\n", err, sizeof err), 0);
+    /* Bounds are inclusive. */
+    assert_int_equal(load(&c, "server:\n  port: 65535\n", err, sizeof err), 0);
+    assert_int_equal(c.port, 65535);
+}
+
+static void test_bad_keys(void **st)
+{
+    (void)st;
+    expect_err("server:\n  prot: 80\n", "t.yaml:2:3: server.prot: unknown key");
+    expect_err("serve:\n  port: 80\n", "t.yaml:1:1: serve: unknown section");
+    expect_err("server:\n  port: 80\n\nbatching:\n  max_batch: 4\n  max_batch: 5\n",
+               "t.yaml:6:3: batching.max_batch: key given twice");
+    expect_err("log:\n  level: info\nlog:\n  requests: true\n", "t.yaml:3:1: log: section given twice");
+    expect_err("port: 80\n", "t.yaml:1:1: port: unknown section");
+    expect_err("server: 80\n", "t.yaml:1:9: server: expected a mapping of keys");
+    expect_err("- a\n- b\n", "t.yaml:1:1: the file must be a mapping of sections (server:, model:, ...)");
+    expect_err("server:\n  [a]: 1\n", "t.yaml:2:3: server: a key must be a plain name");
+    expect_err("server:\n  listen: [a, b]\n", "t.yaml:2:11: server.listen: expected a single value");
+}
+
+static void test_bad_values(void **st)
+{
+    (void)st;
+    expect_err("batching:\n  max_batch: 0\n", "t.yaml:2:14: batching.max_batch: 0 is out of range [1, 1024]");
+    expect_err("server:\n  port: 65536\n", "t.yaml:2:9: server.port: 65536 is out of range [0, 65535]");
+    expect_err("server:\n  port: -1\n", "t.yaml:2:9: server.port: -1 is out of range [0, 65535]");
+    expect_err("server:\n  port: abc\n", "t.yaml:2:9: server.port: expected an integer, got \"abc\"");
+    expect_err("server:\n  port: \"8080\"\n", "t.yaml:2:9: server.port: expected an integer, got \"8080\"");
+    expect_err("server:\n  port: 80.5\n", "t.yaml:2:9: server.port: expected an integer, got \"80.5\"");
+    expect_err("server:\n  port: 0x50\n", "t.yaml:2:9: server.port: expected an integer, got \"0x50\"");
+    expect_err("server:\n  port:\n", "t.yaml:2:8: server.port: expected an integer, got \"\"");
+    expect_err("limits:\n  max_frames: 99999999999999999999\n",
+               "t.yaml:2:15: limits.max_frames: expected an integer, got \"99999999999999999999\"");
+    expect_err("model:\n  backend: gpu\n", "t.yaml:2:12: model.backend: \"gpu\" is not one of auto | cpu | cuda");
+    expect_err("log:\n  requests: yes\n", "t.yaml:2:13: log.requests: expected true or false, got \"yes\"");
+    expect_err("log:\n  level: verbose\n",
+               "t.yaml:2:10: log.level: \"verbose\" is not one of error | warn | info | debug");
+    expect_err("model:\n  path:\n", "t.yaml:2:8: model.path: expected a string (write \"\" for none)");
+    expect_err("model:\n  path: \"a\\tb\"\n", "t.yaml:2:9: model.path: control character in the value");
+}
+
+static void test_syntax_errors(void **st)
+{
+    (void)st;
+    cfg c;
+    char err[512];
+    assert_int_equal(load(&c, "server:\n  port: [80\n", err, sizeof err), -1);
+    assert_non_null(strstr(err, "t.yaml:3:1: "));
+    assert_int_equal(load(&c, "server:\n\tport: 80\n", err, sizeof err), -1);
+    assert_non_null(strstr(err, "t.yaml:2:"));
+    assert_int_equal(load(&c, "server:\n  port: 80\n---\nlog:\n  level: info\n", err, sizeof err), -1);
+    assert_string_equal(err, "t.yaml:4:1: only one YAML document is allowed");
+    /* A failed load leaves the config untouched. */
+    cfg_defaults(&c);
+    assert_int_equal(cfg_load_mem(&c, "t.yaml", "server:\n  port: 9\n  nope: 1\n", 24, err, sizeof err), -1);
+    assert_int_equal(c.port, 8080);
+    /* Long strings. */
+    char big[2200] = "model:\n  path: ";
+    memset(big + strlen(big), 'a', 1100);
+    strcat(big, "\n");
+    assert_int_equal(load(&c, big, err, sizeof err), -1);
+    assert_string_equal(err, "t.yaml:2:9: model.path: longer than 1023 bytes");
+}
+
+static void test_file_errors(void **st)
+{
+    (void)st;
+    cfg c;
+    char err[512];
+    cfg_defaults(&c);
+    assert_int_equal(cfg_load_file(&c, "/nonexistent/rnntd.yaml", err, sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent/rnntd.yaml: cannot open"));
+}
+
+static void test_flags_and_validate(void **st)
+{
+    (void)st;
+    cfg c;
+    char err[512];
+    cfg_defaults(&c);
+    assert_int_equal(cfg_set(&c, "server.port", "99999", err, sizeof err), -1);
+    assert_string_equal(err, "command line: server.port: 99999 is out of range [0, 65535]");
+    assert_int_equal(cfg_set(&c, "server.nope", "1", err, sizeof err), -1);
+    assert_string_equal(err, "unknown key server.nope");
+    assert_int_equal(cfg_set(&c, "server.listen", "::1", err, sizeof err), 0);
+    assert_string_equal(c.listen, "::1");
+
+    cfg_defaults(&c);
+    c.max_json_bytes = c.max_body_bytes + 1;
+    assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "limits.max_json_bytes"));
+    cfg_defaults(&c);
+    c.max_body_bytes = c.max_pending_bytes + 1;
+    c.max_json_bytes = 1024;
+    assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "limits.max_pending_bytes"));
+    cfg_defaults(&c);
+    assert_int_equal(cfg_set(&c, "model.path", "", err, sizeof err), 0);
+    assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
+    assert_string_equal(err, "model.path: must not be empty");
+}
+
+static void test_restart_keys(void **st)
+{
+    (void)st;
+    cfg a, b;
+    cfg_defaults(&a);
+    cfg_defaults(&b);
+    const char *which = NULL;
+    assert_int_equal(cfg_restart_keys_equal(&a, &b, &which), 1);
+    b.max_batch = 3; /* reloadable */
+    assert_int_equal(cfg_restart_keys_equal(&a, &b, &which), 1);
+    b.port = 1;
+    assert_int_equal(cfg_restart_keys_equal(&a, &b, &which), 0);
+    assert_string_equal(which, "server.port");
+}
+
+int main(int argc, char **argv)
+{
+    g_shipped = argc > 1 ? argv[1] : "conf/rnntd.yaml";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_shipped_file),
+        cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_good_values),
+        cmocka_unit_test(test_bad_keys),       cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_syntax_errors),  cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_flags_and_validate), cmocka_unit_test(test_restart_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
