@@ -1,0 +1,13 @@
+#!/bin/sh
+# Regenerate the golden files of the C tests (tests/data/golden) from the PyTorch reference.
+# Deterministic: running it on an unchanged tree rewrites the same bytes (tests/models/test_golden.py
+# checks exactly that). Needs a python3 with torch, numpy and PyYAML (Debian: python3-torch python3-yaml).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+py=${PYTHON:-/usr/bin/python3}
+out="$root/tests/data/golden"
+rm -rf "$out"
+mkdir -p "$out"
+cd "$here"
+exec "$py" -m rnntd_ref.golden --out "$out" "$@"
