@@ -1,0 +1,357 @@
+/* cu_decoder.cu — decode state, the step kernels' sequence, the WHILE graph (see cu_decoder.h). */
+#include "cu_decoder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+namespace {
+
+struct dgraph {
+    int nb;
+    const void *fproj, *fstride, *t_enc; /* baked into the graph */
+    cudaGraphExec_t exec;
+};
+
+} // namespace
+
+struct cu_decoder {
+    const cu_weights *w;
+    cudaStream_t s;
+    int bcap, cap, t_enc_max;
+    cu_dec_state st;
+    cu_dec_rule rule;
+    void *arena;
+    size_t arena_bytes;
+    void **ph;           /* per predictor layer: h [2][bcap][hp] */
+    float **pc;          /* per predictor layer: c [bcap][hp] */
+    float *gp;           /* [bcap][jp] */
+    int *h_out;          /* mapped pinned results */
+    int *d_out;          /* its device alias */
+    int *h_active, *d_active;
+    cu_dec_mode forced;  /* CU_DEC_HOST once the WHILE graph failed */
+    const char *note;
+    dgraph graphs[8];
+    int n_graphs;
+    cudaEvent_t ev[4];
+};
+
+static rnnt_status enqueue_pred(cu_decoder *d, int nb, char *err, size_t errlen)
+{
+    const cu_weights *w = d->w;
+    for (int l = 0; l < w->n_pred; l++) {
+        const cu_lstm_w *L = &w->pred[l];
+        const cu_lstm_w *P = l > 0 ? &w->pred[l - 1] : NULL;
+        RNNT_TRY(cu_pred_layer(d->s, w->dt, w->act, nb, d->st.emit, d->st.counts, d->st.e, d->st.k,
+                               l == 0 ? w->emb : NULL, l == 0 ? NULL : d->ph[l - 1],
+                               l == 0 ? 0 : (size_t)d->bcap * P->hp, l == 0 ? w->ep : P->hp,
+                               l == 0 ? w->E : P->hidden, L->w_ih, L->in_w, L->w_hh, L->hp, L->bias, L->hidden,
+                               d->ph[l], (size_t)d->bcap * L->hp, L->hp, d->pc[l], L->hp, err, errlen));
+    }
+    const cu_lstm_w *T = &w->pred[w->n_pred - 1];
+    return cu_pred_proj(d->s, w->dt, nb, d->st.emit, d->st.counts, d->st.e, d->ph[w->n_pred - 1],
+                        (size_t)d->bcap * T->hp, T->hp, T->hidden, w->jpred_w, w->hpp, w->jbias, w->J, d->gp, w->jp,
+                        err, errlen);
+}
+
+static rnnt_status enqueue_prologue(cu_decoder *d, int nb, const int *t_enc_dev, char *err, size_t errlen)
+{
+    const cu_weights *w = d->w;
+    for (int l = 0; l < w->n_pred; l++) {
+        const cu_lstm_w *L = &w->pred[l];
+        CU_TRY(cudaMemsetAsync(d->ph[l], 0, (size_t)2 * d->bcap * L->hp * cu_dtype_size(w->dt), d->s));
+        CU_TRY(cudaMemsetAsync(d->pc[l], 0, (size_t)d->bcap * L->hp * sizeof(float), d->s));
+    }
+    RNNT_TRY(cu_dec_init(d->s, nb, t_enc_dev, w->V, d->st, err, errlen));
+    return enqueue_pred(d, nb, err, errlen);
+}
+
+static rnnt_status enqueue_joint(cu_decoder *d, int nb, const int *fstride_dev, const float *fproj, char *err,
+                                 size_t errlen)
+{
+    const cu_weights *w = d->w;
+    return cu_joint_argmax(d->s, w->dt, w->joint_act, nb, w->J, w->n_out, fproj, w->jp, 0, fstride_dev, d->gp,
+                           w->jp, w->jout_w, w->jp, w->jout_b, d->st.t, d->st.done, d->st.k, err, errlen);
+}
+
+static rnnt_status enqueue_step(cu_decoder *d, int nb, const int *fstride_dev, const float *fproj, int use_cond,
+                                cudaGraphConditionalHandle cond, char *err, size_t errlen)
+{
+    RNNT_TRY(enqueue_joint(d, nb, fstride_dev, fproj, err, errlen));
+    RNNT_TRY(cu_dec_update(d->s, nb, d->rule, d->st, use_cond, cond, use_cond ? NULL : d->d_active, err, errlen));
+    return enqueue_pred(d, nb, err, errlen);
+}
+
+rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_batch, int t_enc_max,
+                              cu_decoder **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    cu_decoder *d = (cu_decoder *)calloc(1, sizeof *d);
+    if (!d) return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    d->w = w;
+    d->s = stream;
+    d->bcap = cu_round_up_i(max_batch, 8);
+    d->t_enc_max = t_enc_max;
+    d->cap = (t_enc_max > 0 ? t_enc_max : 1) * w->max_symbols;
+    d->ph = (void **)calloc((size_t)w->n_pred, sizeof(void *));
+    d->pc = (float **)calloc((size_t)w->n_pred, sizeof(float *));
+    if (!d->ph || !d->pc) {
+        cu_decoder_free(d);
+        return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    }
+    d->rule.V = w->V;
+    d->rule.blank = w->blank;
+    d->rule.n_big = w->n_big;
+    d->rule.max_symbols = w->max_symbols;
+    d->rule.max_iters = (t_enc_max + 1) * (w->max_symbols + 1) + 8;
+    for (int i = 0; i < w->n_big; i++) d->rule.durations[i] = w->durations[i];
+
+    size_t B = (size_t)d->bcap, esz = cu_dtype_size(w->dt), off = 0;
+    size_t o_int, o_tok, o_gp;
+    size_t *o_h = (size_t *)calloc((size_t)w->n_pred * 2, sizeof(size_t));
+    if (!o_h) {
+        cu_decoder_free(d);
+        return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    }
+#define TAKE(o, bytes)               \
+    do {                             \
+        off = cu_round_up(off, 256); \
+        o = off;                     \
+        off += (bytes);              \
+    } while (0)
+    TAKE(o_int, (11 * B + 8) * sizeof(int));
+    TAKE(o_tok, 2 * B * (size_t)d->cap * sizeof(int));
+    TAKE(o_gp, B * w->jp * sizeof(float));
+    for (int l = 0; l < w->n_pred; l++) {
+        TAKE(o_h[2 * l], 2 * B * w->pred[l].hp * esz);
+        TAKE(o_h[2 * l + 1], B * w->pred[l].hp * sizeof(float));
+    }
+#undef TAKE
+    d->arena_bytes = cu_round_up(off, 256);
+    size_t out_ints = B * (8 + 2 * (size_t)d->cap);
+    cudaError_t ce = cudaMalloc(&d->arena, d->arena_bytes);
+    if (ce == cudaSuccess) ce = cudaMemset(d->arena, 0, d->arena_bytes);
+    if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_out, out_ints * sizeof(int), cudaHostAllocMapped);
+    if (ce == cudaSuccess) ce = cudaHostGetDevicePointer((void **)&d->d_out, d->h_out, 0);
+    if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_active, 64, cudaHostAllocMapped);
+    if (ce == cudaSuccess) ce = cudaHostGetDevicePointer((void **)&d->d_active, d->h_active, 0);
+    for (int i = 0; i < 4 && ce == cudaSuccess; i++) ce = cudaEventCreate(&d->ev[i]);
+    if (ce != cudaSuccess) {
+        free(o_h);
+        rnnt_status st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: allocating decoder state: %s",
+                                    cudaGetErrorString(ce));
+        cu_decoder_free(d);
+        return st;
+    }
+    char *a = (char *)d->arena;
+    int *ip = (int *)(a + o_int);
+    int **fields[] = {&d->st.t, &d->st.labels, &d->st.t_enc, &d->st.n_tok, &d->st.e, &d->st.status,
+                      &d->st.steps, &d->st.skipped, &d->st.done, &d->st.k, &d->st.emit};
+    for (int i = 0; i < 11; i++) *fields[i] = ip + (size_t)i * B;
+    d->st.counts = ip + 11 * B;
+    d->st.tokens = (int *)(a + o_tok);
+    d->st.frames = d->st.tokens + B * (size_t)d->cap;
+    d->st.cap = d->cap;
+    d->gp = (float *)(a + o_gp);
+    for (int l = 0; l < w->n_pred; l++) {
+        d->ph[l] = a + o_h[2 * l];
+        d->pc[l] = (float *)(a + o_h[2 * l + 1]);
+    }
+    free(o_h);
+    d->forced = CU_DEC_WHILE;
+    *out = d;
+    return RNNT_OK;
+}
+
+void cu_decoder_free(cu_decoder *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->n_graphs; i++) cudaGraphExecDestroy(d->graphs[i].exec);
+    for (int i = 0; i < 4; i++)
+        if (d->ev[i]) cudaEventDestroy(d->ev[i]);
+    if (d->arena) cudaFree(d->arena);
+    if (d->h_out) cudaFreeHost(d->h_out);
+    if (d->h_active) cudaFreeHost(d->h_active);
+    free(d->ph);
+    free(d->pc);
+    free(d);
+}
+
+/* Capture `what` into a new graph. */
+#define CAPTURE_INTO(graph_out, what)                                               \
+    do {                                                                            \
+        CU_TRY(cudaStreamBeginCapture(d->s, cudaStreamCaptureModeThreadLocal));     \
+        rnnt_status st_ = (what);                                                   \
+        cudaError_t ce_ = cudaStreamEndCapture(d->s, &(graph_out));                 \
+        if (st_ != RNNT_OK) {                                                       \
+            if (graph_out) cudaGraphDestroy(graph_out);                             \
+            graph_out = NULL;                                                       \
+            return st_;                                                             \
+        }                                                                           \
+        CU_TRY(ce_);                                                                \
+    } while (0)
+
+static rnnt_status build_while(cu_decoder *d, int nb, const int *t_enc_dev, const int *fstride_dev,
+                               const float *fproj, cudaGraph_t g, cudaGraphExec_t *out, char *err, size_t errlen)
+{
+    cudaGraph_t pro = NULL, epi = NULL, body_cap = NULL;
+    CAPTURE_INTO(pro, enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+    cudaGraphNode_t n_pro, n_loop, n_epi;
+    cudaError_t ce = cudaGraphAddChildGraphNode(&n_pro, g, NULL, 0, pro);
+    cudaGraphDestroy(pro);
+    CU_TRY(ce);
+    cudaGraphConditionalHandle cond;
+    CU_TRY(cudaGraphConditionalHandleCreate(&cond, g, 1, cudaGraphCondAssignDefault));
+    /* cudaGraphNodeParams holds a union without a default constructor: aggregate-initialise the type,
+     * the rest is zero. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+    cudaGraphNodeParams cp = {cudaGraphNodeTypeConditional};
+#pragma GCC diagnostic pop
+    cp.conditional.handle = cond;
+    cp.conditional.type = cudaGraphCondTypeWhile;
+    cp.conditional.size = 1;
+    CU_TRY(cudaGraphAddNode(&n_loop, g, &n_pro, NULL, 1, &cp));
+    cudaGraph_t body = cp.conditional.phGraph_out[0];
+    CU_TRY(cudaStreamBeginCaptureToGraph(d->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    rnnt_status st = enqueue_step(d, nb, fstride_dev, fproj, 1, cond, err, errlen);
+    ce = cudaStreamEndCapture(d->s, &body_cap);
+    if (st != RNNT_OK) return st;
+    CU_TRY(ce);
+    CAPTURE_INTO(epi, cu_dec_pack(d->s, nb, d->st, d->d_out, err, errlen));
+    ce = cudaGraphAddChildGraphNode(&n_epi, g, &n_loop, 1, epi);
+    cudaGraphDestroy(epi);
+    CU_TRY(ce);
+    CU_TRY(cudaGraphInstantiate(out, g, 0));
+    return RNNT_OK;
+}
+
+static rnnt_status get_while(cu_decoder *d, int nb, const int *t_enc_dev, const int *fstride_dev,
+                             const float *fproj, cudaGraphExec_t *out, char *err, size_t errlen)
+{
+    /* The graph bakes in the buffer pointers: the encoder's fixed buffers in the runner, so in
+     * practice one graph per nb; the key includes them for callers that pass others. */
+    for (int i = 0; i < d->n_graphs; i++)
+        if (d->graphs[i].nb == nb && d->graphs[i].fproj == fproj && d->graphs[i].fstride == fstride_dev &&
+            d->graphs[i].t_enc == t_enc_dev) {
+            *out = d->graphs[i].exec;
+            return RNNT_OK;
+        }
+    cudaGraph_t g;
+    CU_TRY(cudaGraphCreate(&g, 0));
+    rnnt_status st = build_while(d, nb, t_enc_dev, fstride_dev, fproj, g, out, err, errlen);
+    cudaGraphDestroy(g);
+    if (st != RNNT_OK) return st;
+    int slot = d->n_graphs;
+    if (slot == (int)(sizeof d->graphs / sizeof d->graphs[0])) {
+        /* small fixed cache: replace the oldest */
+        cudaGraphExecDestroy(d->graphs[0].exec);
+        memmove(&d->graphs[0], &d->graphs[1], sizeof(dgraph) * (size_t)(d->n_graphs - 1));
+        slot = d->n_graphs - 1;
+    } else {
+        d->n_graphs++;
+    }
+    d->graphs[slot].nb = nb;
+    d->graphs[slot].fproj = fproj;
+    d->graphs[slot].fstride = fstride_dev;
+    d->graphs[slot].t_enc = t_enc_dev;
+    d->graphs[slot].exec = *out;
+    return RNNT_OK;
+}
+
+static rnnt_status run_host(cu_decoder *d, int nb, const int *t_enc_dev, const int *fstride_dev,
+                            const float *fproj, int profile, cu_dec_profile *prof, char *err, size_t errlen)
+{
+    const int poll = profile ? 1 : 8;
+    cu_dec_profile local;
+    memset(&local, 0, sizeof local);
+    if (!prof) prof = &local;
+    float ms;
+    if (profile) CU_TRY(cudaEventRecord(d->ev[0], d->s));
+    RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+    if (profile) {
+        CU_TRY(cudaEventRecord(d->ev[1], d->s));
+        CU_TRY(cudaEventSynchronize(d->ev[1]));
+        CU_TRY(cudaEventElapsedTime(&ms, d->ev[0], d->ev[1]));
+        prof->pred_ms += ms;
+    }
+    int iters = 0;
+    for (;;) {
+        for (int i = 0; i < poll; i++) {
+            if (profile) {
+                CU_TRY(cudaEventRecord(d->ev[0], d->s));
+                RNNT_TRY(enqueue_joint(d, nb, fstride_dev, fproj, err, errlen));
+                CU_TRY(cudaEventRecord(d->ev[1], d->s));
+                RNNT_TRY(cu_dec_update(d->s, nb, d->rule, d->st, 0, 0, d->d_active, err, errlen));
+                CU_TRY(cudaEventRecord(d->ev[2], d->s));
+                RNNT_TRY(enqueue_pred(d, nb, err, errlen));
+                CU_TRY(cudaEventRecord(d->ev[3], d->s));
+            } else {
+                RNNT_TRY(enqueue_step(d, nb, fstride_dev, fproj, 0, 0, err, errlen));
+            }
+            iters++;
+        }
+        CU_TRY(cudaStreamSynchronize(d->s));
+        if (profile) {
+            CU_TRY(cudaEventElapsedTime(&ms, d->ev[0], d->ev[1]));
+            prof->joint_ms += ms;
+            CU_TRY(cudaEventElapsedTime(&ms, d->ev[1], d->ev[2]));
+            prof->update_ms += ms;
+            CU_TRY(cudaEventElapsedTime(&ms, d->ev[2], d->ev[3]));
+            prof->pred_ms += ms;
+        }
+        if (*(volatile int *)d->h_active == 0) break;
+        if (iters > d->rule.max_iters + poll)
+            return cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: decoding did not end after %d steps", iters);
+    }
+    prof->iterations = iters;
+    RNNT_TRY(cu_dec_pack(d->s, nb, d->st, d->d_out, err, errlen));
+    CU_TRY(cudaStreamSynchronize(d->s));
+    return RNNT_OK;
+}
+
+rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
+                           const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
+                           size_t errlen)
+{
+    if (nb < 1 || nb > d->bcap)
+        return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
+    if (mode == CU_DEC_WHILE && d->forced == CU_DEC_HOST) mode = CU_DEC_HOST;
+    if (mode == CU_DEC_WHILE) {
+        cudaGraphExec_t x;
+        rnnt_status st = get_while(d, nb, t_enc_dev, fstride_dev, fproj, &x, err, errlen);
+        if (st == RNNT_OK) {
+            CU_TRY(cudaGraphLaunch(x, d->s));
+            return RNNT_OK;
+        }
+        if (st == RNNT_ERR_NOMEM) return st;
+        cudaGetLastError();
+        d->forced = CU_DEC_HOST;
+        d->note = "conditional WHILE graph unavailable; host-polled loop";
+        mode = CU_DEC_HOST;
+    }
+    *(volatile int *)d->h_active = 1;
+    return run_host(d, nb, t_enc_dev, fstride_dev, fproj, mode == CU_DEC_PROFILE, prof, err, errlen);
+}
+
+cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note)
+{
+    if (note) *note = d->note;
+    return d->forced;
+}
+
+cu_dec_result cu_decoder_result(const cu_decoder *d, int b)
+{
+    const int *o = d->h_out + (size_t)b * (8 + 2 * (size_t)d->cap);
+    cu_dec_result r;
+    r.n_tok = o[0];
+    r.steps = o[1];
+    r.skipped = o[2];
+    r.status = o[3];
+    r.t_final = o[4];
+    int n = r.n_tok < d->cap ? r.n_tok : d->cap;
+    r.tokens = o + 8;
+    r.frames = o + 8 + n;
+    return r;
+}
+
+size_t cu_decoder_device_bytes(const cu_decoder *d) { return d->arena_bytes; }

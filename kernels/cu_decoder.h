@@ -1,0 +1,48 @@
+/* cu_decoder.h — batched greedy multi-blank decoding on the GPU (FORMAT.md stage 6), each utterance
+ * with its own frame index, the loop kept on the device: one CUDA graph per slot count holds the
+ * predictor's start step and a WHILE conditional node whose body is one decoding step (fused
+ * joint+argmax, the rule, the predictor step of the utterances that emitted, their joint projection);
+ * the update kernel ends the loop when no utterance is active. Results are written by a pack kernel
+ * straight into mapped pinned host memory: one transfer per batch, no host round trip per step.
+ *
+ * Modes: CU_DEC_WHILE (the above), CU_DEC_HOST (the same step kernels launched from the host, which
+ * checks for the end every `poll` steps: the fallback when conditional nodes are unavailable), and
+ * CU_DEC_PROFILE (host loop with events around each phase: the time split, at the cost of a sync per
+ * step). All modes run the same kernels and give the same results. One thread at a time. */
+#ifndef RNNT_CU_DECODER_H
+#define RNNT_CU_DECODER_H
+
+#include "cu_kernels.h"
+#include "cu_weights.h"
+
+typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2 } cu_dec_mode;
+
+typedef struct cu_decoder cu_decoder;
+
+rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_batch, int t_enc_max,
+                              cu_decoder **out, char *err, size_t errlen);
+void cu_decoder_free(cu_decoder *d);
+
+typedef struct {
+    double pred_ms, joint_ms, update_ms; /* CU_DEC_PROFILE only */
+    int iterations;                      /* CU_DEC_HOST / PROFILE: steps launched */
+} cu_dec_profile;
+
+/* Enqueue the decoding of slots b < nb over fproj ([slot][*fstride_dev][jp], fp32) with t_enc_dev[b]
+ * encoder frames each. In CU_DEC_WHILE mode nothing waits; the host modes synchronise. When the
+ * WHILE graph cannot be built the decoder switches to CU_DEC_HOST for good (see cu_decoder_mode). */
+rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
+                           const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
+                           size_t errlen);
+cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note);
+
+/* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
+ * status 0 = ok, 1 = non-finite joint output, 2 = loop overran its bound (a bug). */
+typedef struct {
+    int n_tok, steps, skipped, status, t_final;
+    const int *tokens, *frames;
+} cu_dec_result;
+cu_dec_result cu_decoder_result(const cu_decoder *d, int b);
+size_t cu_decoder_device_bytes(const cu_decoder *d);
+
+#endif

@@ -1,0 +1,355 @@
+/* cu_encoder.cu — encoder buffers, buckets, graph capture and replay (see cu_encoder.h). */
+#include "cu_encoder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_gemm.h"
+#include "cu_kernels.h"
+
+namespace {
+
+struct graph_entry {
+    int nb, tb;
+    cudaGraphExec_t exec;
+    unsigned long long stamp;
+};
+
+} // namespace
+
+struct cu_encoder {
+    const cu_weights *w;
+    cudaStream_t s;
+    cublasHandle_t blas;
+    int max_batch, max_frames, bcap, tcap, quantum, r_in, r_rec;
+    int *tmax;            /* [n_enc + 1] steps of each layer at tcap; tmax[n_enc] = encoder frames */
+    /* device */
+    void *arena;
+    size_t arena_bytes;
+    int *meta;            /* [0] t_enc of the bucket, then off, frames, lens[n_enc + 1] (bcap each) */
+    float *raw;
+    void *x0, *y[2], *xproj, *hs;
+    float *hproj, *c, *fproj;
+    /* pinned staging: meta then raw, uploaded in one copy */
+    int *h_meta;
+    float *h_raw;
+    size_t meta_ints, raw_used;
+    /* batch */
+    cu_encoder_batch batch;
+    int *h_tenc;          /* [max_batch] */
+    /* graphs */
+    int graphs;
+    const char *graph_note;
+    graph_entry *cache;
+    int cache_cap, cache_n;
+    unsigned long long clock;
+};
+
+static int *meta_off(cu_encoder *e, int *m) { return m + 1; }
+static int *meta_frames(cu_encoder *e, int *m) { return m + 1 + e->bcap; }
+static int *meta_lens(cu_encoder *e, int *m, int l) { return m + 1 + (size_t)(2 + l) * e->bcap; }
+
+int cu_encoder_frames(const cu_weights *w, int frames)
+{
+    if (frames <= 0) return 0;
+    int t = (frames + w->k - 1) / w->k;
+    for (int l = 0; l < w->n_enc; l++) t = (t + w->enc[l].time_stack - 1) / w->enc[l].time_stack;
+    return t;
+}
+
+rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHandle_t blas,
+                              const cu_encoder_params *p, cu_encoder **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (p->max_batch < 1 || p->max_frames < 1)
+        return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: max_batch and max_frames must be >= 1");
+    if (w->enc[w->n_enc - 1].time_stack != 1)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED,
+                          "cuda: a time_stack on the last encoder layer is not supported");
+    cu_encoder *e = (cu_encoder *)calloc(1, sizeof *e);
+    if (!e) return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    e->w = w;
+    e->s = stream;
+    e->blas = blas;
+    e->max_batch = p->max_batch;
+    e->max_frames = p->max_frames;
+    e->bcap = cu_round_up_i(p->max_batch, 8);
+    int G = w->subsampling;
+    int q = p->t_quantum > 0 ? p->t_quantum : 32;
+    e->quantum = cu_div_up(q, G) * G;
+    e->tcap = cu_round_up_i(p->max_frames, e->quantum);
+    e->r_in = p->r_in > 0 ? p->r_in : 1024;
+    e->r_rec = p->r_rec > 0 ? p->r_rec : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
+    e->graphs = p->graphs;
+    e->cache_cap = p->graph_cache > 0 ? p->graph_cache : 16;
+    e->tmax = (int *)calloc((size_t)w->n_enc + 1, sizeof(int));
+    e->cache = (graph_entry *)calloc((size_t)e->cache_cap, sizeof(graph_entry));
+    e->h_tenc = (int *)calloc((size_t)p->max_batch, sizeof(int));
+    if (!e->tmax || !e->cache || !e->h_tenc) {
+        cu_encoder_free(e);
+        return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    }
+    int T = e->tcap / w->k;
+    for (int l = 0; l < w->n_enc; l++) {
+        e->tmax[l] = T;
+        T /= w->enc[l].time_stack;
+    }
+    e->tmax[w->n_enc] = T;
+
+    /* Sizes in elements. Every operand of a chunked GEMM has room for its rows rounded up to r_in. */
+    size_t B = (size_t)e->bcap, rin = (size_t)e->r_in, esz = cu_dtype_size(w->dt);
+    size_t x0_el = cu_round_up(B * e->tmax[0], rin) * (size_t)w->enc[0].in_w;
+    size_t y_el = 0, xp_el = 0;
+    int g4max = 0, hpmax = 0;
+    for (int l = 0; l < w->n_enc; l++) {
+        const cu_lstm_w *L = &w->enc[l];
+        size_t as_out = cu_round_up(B * e->tmax[l], rin) * (size_t)L->hp;
+        size_t as_in = cu_round_up(B * e->tmax[l + 1], rin) * (size_t)L->time_stack * L->hp;
+        if (as_out > y_el) y_el = as_out;
+        if (as_in > y_el) y_el = as_in;
+        size_t xp = cu_round_up(B * e->tmax[l], rin) * (size_t)L->g4;
+        if (xp > xp_el) xp_el = xp;
+        if (L->g4 > g4max) g4max = L->g4;
+        if (L->hp > hpmax) hpmax = L->hp;
+    }
+    size_t rec_rows = cu_round_up(B, (size_t)e->r_rec);
+    size_t fp_el = cu_round_up(B * e->tmax[w->n_enc], rin) * (size_t)w->jp;
+    e->meta_ints = 1 + B * (3 + (size_t)w->n_enc);
+    size_t raw_el = (size_t)p->max_batch * p->max_frames * w->F;
+
+    size_t off = 0, o_meta, o_raw, o_x0, o_y0, o_y1, o_xp, o_hs, o_hproj, o_c, o_fp;
+#define TAKE(o, bytes)                      \
+    do {                                    \
+        off = cu_round_up(off, 256);        \
+        o = off;                            \
+        off += (bytes);                     \
+    } while (0)
+    TAKE(o_meta, e->meta_ints * 4);
+    TAKE(o_raw, raw_el * 4);
+    TAKE(o_x0, x0_el * esz);
+    TAKE(o_y0, y_el * esz);
+    TAKE(o_y1, y_el * esz);
+    TAKE(o_xp, xp_el * esz);
+    TAKE(o_hs, rec_rows * hpmax * esz);
+    TAKE(o_hproj, rec_rows * g4max * 4);
+    TAKE(o_c, B * hpmax * 4);
+    TAKE(o_fp, fp_el * 4);
+#undef TAKE
+    e->arena_bytes = cu_round_up(off, 256);
+    cudaError_t ce = cudaMalloc(&e->arena, e->arena_bytes);
+    if (ce == cudaSuccess) ce = cudaMemset(e->arena, 0, e->arena_bytes);
+    if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&e->h_meta, e->meta_ints * 4 + 256 + raw_el * 4, cudaHostAllocDefault);
+    if (ce != cudaSuccess) {
+        rnnt_status st = cu_set_err(err, errlen, cu_status_of(ce),
+                                    "cuda: allocating %.1f MiB of encoder buffers for max_batch %d x max_frames %d: %s",
+                                    e->arena_bytes / 1048576.0, p->max_batch, p->max_frames, cudaGetErrorString(ce));
+        cu_encoder_free(e);
+        return st;
+    }
+    char *a = (char *)e->arena;
+    e->meta = (int *)(a + o_meta);
+    e->raw = (float *)(a + o_raw);
+    e->x0 = a + o_x0;
+    e->y[0] = a + o_y0;
+    e->y[1] = a + o_y1;
+    e->xproj = a + o_xp;
+    e->hs = a + o_hs;
+    e->hproj = (float *)(a + o_hproj);
+    e->c = (float *)(a + o_c);
+    e->fproj = (float *)(a + o_fp);
+    e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
+    *out = e;
+    return RNNT_OK;
+}
+
+void cu_encoder_free(cu_encoder *e)
+{
+    if (!e) return;
+    for (int i = 0; i < e->cache_n; i++) cudaGraphExecDestroy(e->cache[i].exec);
+    if (e->arena) cudaFree(e->arena);
+    if (e->h_meta) cudaFreeHost(e->h_meta);
+    free(e->tmax);
+    free(e->cache);
+    free(e->h_tenc);
+    free(e);
+}
+
+rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, const int *frames, char *err,
+                             size_t errlen)
+{
+    const cu_weights *w = e->w;
+    if (n < 1 || n > e->max_batch)
+        return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: batch of %d utterances, runner holds %d", n,
+                          e->max_batch);
+    int maxT = 0;
+    for (int i = 0; i < n; i++) {
+        if (frames[i] < 0 || frames[i] > e->max_frames)
+            return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: utterance %d has %d frames, runner holds %d", i,
+                              frames[i], e->max_frames);
+        if (frames[i] > maxT) maxT = frames[i];
+    }
+    int nb = cu_round_up_i(n, 8);
+    int tb = cu_round_up_i(maxT, e->quantum);
+    memset(e->h_meta, 0, e->meta_ints * 4);
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        meta_off(e, e->h_meta)[i] = (int)used;
+        meta_frames(e, e->h_meta)[i] = frames[i];
+        if (frames[i] > 0) memcpy(e->h_raw + used * w->F, feats[i], (size_t)frames[i] * w->F * sizeof(float));
+        used += (size_t)frames[i];
+        int t = (frames[i] + w->k - 1) / w->k;
+        for (int l = 0; l < w->n_enc; l++) {
+            meta_lens(e, e->h_meta, l)[i] = t;
+            t = (t + w->enc[l].time_stack - 1) / w->enc[l].time_stack;
+        }
+        meta_lens(e, e->h_meta, w->n_enc)[i] = t;
+        e->h_tenc[i] = t;
+    }
+    int t_enc = tb / w->k;
+    for (int l = 0; l < w->n_enc; l++) t_enc /= w->enc[l].time_stack;
+    e->h_meta[0] = t_enc;
+    e->raw_used = used;
+    cu_encoder_batch *b = &e->batch;
+    b->n = n;
+    b->nb = nb;
+    b->tb = tb;
+    b->t_enc = t_enc;
+    b->t_enc_dev = meta_lens(e, e->meta, w->n_enc);
+    b->t_enc_bucket_dev = e->meta;
+    b->t_enc_host = e->h_tenc;
+    b->out = e->y[(w->n_enc - 1) & 1];
+    b->fproj = e->fproj;
+    return RNNT_OK;
+}
+
+/* Everything of one bucket, enqueued on the stream (captured into a graph or launched directly). */
+static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, size_t errlen)
+{
+    const cu_weights *w = e->w;
+    size_t esz = cu_dtype_size(w->dt);
+    RNNT_TRY(cu_frontend(e->s, w->dt, nb, tb, w->F, w->fp, e->raw, meta_off(e, e->meta), meta_frames(e, e->meta),
+                         w->mean, w->sd, e->x0, err, errlen));
+    const void *in = e->x0;
+    int T = tb / w->k;
+    for (int l = 0; l < w->n_enc; l++) {
+        const cu_lstm_w *L = &w->enc[l];
+        void *y = e->y[l & 1];
+        int H = L->hidden;
+        RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb * T, 4 * H, L->in_w, in, L->in_w, L->w_ih, L->in_w, e->xproj, 0,
+                              L->g4, e->r_in, err, errlen));
+        const int *len = meta_lens(e, e->meta, l);
+        for (int t = 0; t < T; t++) {
+            if (t > 0)
+                RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb, 4 * H, L->hp, e->hs, L->hp, L->w_hh, L->hp, e->hproj, 1,
+                                      L->g4, e->r_rec, err, errlen));
+            RNNT_TRY(cu_lstm_pointwise(e->s, w->dt, w->act, nb, H, L->hp, (const char *)e->xproj + (size_t)t * L->g4 * esz,
+                                       (size_t)T * L->g4, t > 0 ? e->hproj : NULL, L->g4, L->bias, e->c, L->hp,
+                                       (char *)y + (size_t)t * L->hp * esz, (size_t)T * L->hp, e->hs, L->hp, len, t,
+                                       err, errlen));
+        }
+        in = y;
+        T /= L->time_stack;
+    }
+    return RNNT_OK;
+}
+
+static void cache_evict_all(cu_encoder *e)
+{
+    for (int i = 0; i < e->cache_n; i++) cudaGraphExecDestroy(e->cache[i].exec);
+    e->cache_n = 0;
+}
+
+static rnnt_status build_graph(cu_encoder *e, int nb, int tb, cudaGraphExec_t *out, char *err, size_t errlen)
+{
+    cudaGraph_t g = NULL;
+    CU_TRY(cudaStreamBeginCapture(e->s, cudaStreamCaptureModeThreadLocal));
+    rnnt_status st = enqueue_encoder(e, nb, tb, err, errlen);
+    cudaError_t ce = cudaStreamEndCapture(e->s, &g);
+    if (st != RNNT_OK) {
+        if (g) cudaGraphDestroy(g);
+        return st;
+    }
+    CU_TRY(ce);
+    ce = cudaGraphInstantiate(out, g, 0);
+    if (ce == cudaErrorMemoryAllocation && e->cache_n > 0) { /* make room: drop the cached graphs, retry */
+        cudaGetLastError();
+        cache_evict_all(e);
+        ce = cudaGraphInstantiate(out, g, 0);
+    }
+    cudaGraphDestroy(g);
+    CU_TRY(ce);
+    return RNNT_OK;
+}
+
+static rnnt_status get_graph(cu_encoder *e, int nb, int tb, cudaGraphExec_t *out, char *err, size_t errlen)
+{
+    e->clock++;
+    for (int i = 0; i < e->cache_n; i++)
+        if (e->cache[i].nb == nb && e->cache[i].tb == tb) {
+            e->cache[i].stamp = e->clock;
+            *out = e->cache[i].exec;
+            return RNNT_OK;
+        }
+    cudaGraphExec_t x;
+    RNNT_TRY(build_graph(e, nb, tb, &x, err, errlen));
+    int slot = e->cache_n;
+    if (e->cache_n == e->cache_cap) {
+        slot = 0;
+        for (int i = 1; i < e->cache_n; i++)
+            if (e->cache[i].stamp < e->cache[slot].stamp) slot = i;
+        cudaGraphExecDestroy(e->cache[slot].exec);
+    } else {
+        e->cache_n++;
+    }
+    e->cache[slot].nb = nb;
+    e->cache[slot].tb = tb;
+    e->cache[slot].exec = x;
+    e->cache[slot].stamp = e->clock;
+    *out = x;
+    return RNNT_OK;
+}
+
+rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen)
+{
+    const cu_encoder_batch *b = &e->batch;
+    size_t meta_bytes = cu_round_up(e->meta_ints * 4, 256);
+    /* meta and raw are adjacent in both places: one copy */
+    size_t bytes = meta_bytes + e->raw_used * e->w->F * sizeof(float);
+    if ((char *)e->raw != (char *)e->meta + meta_bytes) {
+        CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, e->meta_ints * 4, cudaMemcpyHostToDevice, e->s));
+        CU_TRY(cudaMemcpyAsync(e->raw, e->h_raw, e->raw_used * e->w->F * sizeof(float), cudaMemcpyHostToDevice, e->s));
+    } else {
+        CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, bytes, cudaMemcpyHostToDevice, e->s));
+    }
+    e->batch.graphs_on = 0;
+    if (b->tb == 0) return RNNT_OK;
+    if (e->graphs) {
+        cudaGraphExec_t x;
+        rnnt_status st = get_graph(e, b->nb, b->tb, &x, err, errlen);
+        if (st == RNNT_OK) {
+            CU_TRY(cudaGraphLaunch(x, e->s));
+            e->batch.graphs_on = 1;
+            return RNNT_OK;
+        }
+        if (st == RNNT_ERR_NOMEM) return st;
+        /* Capture itself failed (not a fault of the work): run without graphs from now on. */
+        cudaGetLastError();
+        e->graphs = 0;
+        e->graph_note = "graph capture failed; launching directly";
+        e->batch.graph_note = e->graph_note;
+    }
+    return enqueue_encoder(e, b->nb, b->tb, err, errlen);
+}
+
+rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
+{
+    const cu_weights *w = e->w;
+    const cu_encoder_batch *b = &e->batch;
+    if (b->tb == 0) return RNNT_OK;
+    return cu_gemm_rows(e->blas, w->dt, b->nb * b->t_enc, w->J, w->hep, b->out, w->hep, w->jenc_w, w->hep, e->fproj, 1,
+                        w->jp, e->r_in, err, errlen);
+}
+
+const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->batch; }
+size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
+const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }

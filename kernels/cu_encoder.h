@@ -1,0 +1,60 @@
+/* cu_encoder.h — the encoder of a batch on the GPU: frontend, every LSTM layer (input projection of all
+ * time steps as one GEMM, then per step one recurrent GEMM and one fused cell kernel), and the joint's
+ * encoder projection. One thread at a time per encoder.
+ *
+ * Layout: batch-major, [slot][time][features], so frame stacking and time stacking are views (a
+ * [T][H] block of rows is a [T/s][sH] block). A batch is padded to a bucket: nb slots (n rounded up to
+ * 8) and tb input frames (the longest utterance rounded up to a multiple of the model's total
+ * subsampling times a quantum), so every layer's length divides exactly and few distinct shapes occur.
+ * The work of a bucket is captured once as a CUDA graph and replayed (LRU cache of graphs).
+ *
+ * Memory: every buffer is sized at create for max_batch utterances of max_frames frames. */
+#ifndef RNNT_CU_ENCODER_H
+#define RNNT_CU_ENCODER_H
+
+#include "cu_weights.h"
+
+typedef struct {
+    int max_batch, max_frames;
+    int r_in;        /* rows per chunk of the all-steps GEMMs (0: 1024) */
+    int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256) */
+    int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
+    int graph_cache; /* graphs kept (0: 16) */
+    int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */
+} cu_encoder_params;
+
+typedef struct cu_encoder cu_encoder;
+
+rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHandle_t blas,
+                              const cu_encoder_params *p, cu_encoder **out, char *err, size_t errlen);
+void cu_encoder_free(cu_encoder *e);
+
+/* Stage n utterances (feats[i]: frames[i] x F floats) into pinned memory and choose the bucket; then
+ * cu_encoder_run enqueues the upload and the encoder, cu_encoder_joint_proj the joint projection. */
+rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, const int *frames, char *err,
+                             size_t errlen);
+rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen);
+rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen);
+
+/* The staged batch's shape and device views (valid until the next stage). */
+typedef struct {
+    int n, nb, tb;        /* utterances, slots, input frames per slot */
+    int t_enc;            /* encoder frames per slot of the bucket (fproj rows per slot) */
+    const int *t_enc_dev; /* [nb] encoder frames of each slot (0 for padding slots) */
+    const int *t_enc_bucket_dev; /* -> t_enc */
+    const int *t_enc_host; /* [n] */
+    const void *out;      /* last layer output [nb][t_enc][hep] in dt */
+    const float *fproj;   /* joint encoder projection [nb][t_enc][jp] fp32, no bias */
+    int graphs_on;        /* whether the last run replayed a graph */
+    const char *graph_note; /* why graphs are off, when they are */
+} cu_encoder_batch;
+const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e);
+size_t cu_encoder_device_bytes(const cu_encoder *e);
+/* Layer outputs of the last run (dev pointer to [nb][T_l][hp_l] of layer l), for the stage tests; only
+ * the last two layers' outputs survive (ping-pong buffers). */
+const void *cu_encoder_layer_out(const cu_encoder *e, int l);
+
+/* Encoder frames for an utterance of `frames` input frames. */
+int cu_encoder_frames(const cu_weights *w, int frames);
+
+#endif

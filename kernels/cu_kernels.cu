@@ -1,0 +1,472 @@
+/* cu_kernels.cu — frontend, fused LSTM cell, fused joint+argmax, predictor step, decode control.
+ *
+ * Batch invariance: no kernel here reduces across rows, and every reduction inside a row runs in an
+ * order fixed by the row's own sizes (lane-strided partial sums, then an xor butterfly, which gives
+ * every lane the bitwise same sum since IEEE addition commutes). So a row's result never depends on
+ * which other rows share its launch. */
+#include "cu_kernels.h"
+
+#include <cub/block/block_scan.cuh>
+#include <math.h>
+
+namespace {
+
+constexpr int kWarps = 8; /* warps per block of the row kernels */
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <bool HARD>
+__device__ __forceinline__ float gate_sig(float x)
+{
+    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
+}
+template <bool HARD>
+__device__ __forceinline__ float gate_tanh(float x)
+{
+    return HARD ? cu_hardtanh(x) : tanhf(x);
+}
+
+/* c' = f c + i g; h' = o phi(c'), without contraction (as the CPU twin computes it). */
+template <bool HARD>
+__device__ __forceinline__ void lstm_cell(const float a[4], float c_prev, float *c_out, float *h_out)
+{
+    float i = gate_sig<HARD>(a[0]), f = gate_sig<HARD>(a[1]), g = gate_tanh<HARD>(a[2]);
+    float o = gate_sig<HARD>(a[3]);
+    float c = __fadd_rn(__fmul_rn(f, c_prev), __fmul_rn(i, g));
+    *c_out = c;
+    *h_out = __fmul_rn(o, gate_tanh<HARD>(c));
+}
+
+/* ---------------------------------------------------------------- frontend */
+
+template <typename S>
+__global__ void k_frontend(int T, int F, int fp, const float *__restrict__ raw, const int *__restrict__ off,
+                           const int *__restrict__ frames, const float *__restrict__ mean,
+                           const float *__restrict__ sd, S *__restrict__ x0)
+{
+    int b = blockIdx.y;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)T * fp) return;
+    int t = (int)(i / fp), f = (int)(i % fp);
+    float v = 0.0f;
+    if (t < frames[b] && f < F) {
+        float x = raw[((size_t)off[b] + t) * F + f];
+        v = mean ? __fdiv_rn(__fsub_rn(x, mean[f]), sd[f]) : x;
+    }
+    cu_st(&x0[((size_t)b * T + t) * fp + f], v);
+}
+
+/* ---------------------------------------------------------------- LSTM cell */
+
+template <typename S, bool HARD>
+__global__ void k_lstm_pointwise(int H, int hp, const S *__restrict__ x, size_t ldx_b,
+                                 const float *__restrict__ hproj, int ldh, const float *__restrict__ bias,
+                                 float *__restrict__ c, int ldc, S *__restrict__ y, size_t ldy_b,
+                                 S *__restrict__ hs, int ldhs, const int *__restrict__ len, int t)
+{
+    int b = blockIdx.y;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= hp) return;
+    S *yo = y + b * ldy_b + j;
+    if (len && t >= len[b]) {
+        cu_st(yo, 0.0f);
+        return;
+    }
+    S *ho = hs + (size_t)b * ldhs + j;
+    if (j >= H) {
+        cu_st(yo, 0.0f);
+        cu_st(ho, 0.0f);
+        return;
+    }
+    const S *xr = x + b * ldx_b;
+    float a[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+        float v = __fadd_rn(cu_ld(&xr[g * H + j]), bias[g * H + j]);
+        if (hproj) v = __fadd_rn(v, hproj[(size_t)b * ldh + g * H + j]);
+        a[g] = v;
+    }
+    float *cp = c + (size_t)b * ldc + j;
+    float cn, hn;
+    lstm_cell<HARD>(a, hproj ? *cp : 0.0f, &cn, &hn);
+    *cp = cn;
+    cu_st(yo, hn);
+    cu_st(ho, hn);
+}
+
+/* ---------------------------------------------------------------- joint + argmax */
+
+template <typename S, bool RELU>
+__global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj, int ldf, int fstride,
+                               const int *__restrict__ fstride_dev, const float *__restrict__ gp, int ldg,
+                               const S *__restrict__ wout, int ldw, const float *__restrict__ bout,
+                               const int *__restrict__ tix, const int *__restrict__ done, int *__restrict__ kout)
+{
+    extern __shared__ float hid[]; /* J floats */
+    __shared__ float wbest[kWarps];
+    __shared__ int widx[kWarps], wbad[kWarps];
+    int b = blockIdx.x;
+    if (done && done[b]) return;
+    int stride = fstride_dev ? *fstride_dev : fstride;
+    const float *f = fproj + ((size_t)b * stride + tix[b]) * ldf;
+    const float *g = gp + (size_t)b * ldg;
+    for (int j = threadIdx.x; j < J; j += blockDim.x) {
+        float v = __fadd_rn(f[j], g[j]);
+        hid[j] = RELU ? (v != v ? v : (v > 0.0f ? v : 0.0f)) : tanhf(v);
+    }
+    __syncthreads();
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float best = -INFINITY;
+    int bi = n_out, bad = 0;
+    for (int o = warp; o < n_out; o += kWarps) {
+        const S *wr = wout + (size_t)o * ldw;
+        float s = 0.0f;
+        for (int j = lane; j < J; j += 32) s = fmaf(cu_ld(&wr[j]), hid[j], s);
+        s = warp_sum(s);
+        float z = __fadd_rn(s, bout[o]);
+        if (!isfinite(z))
+            bad = 1;
+        else if (z > best) { /* o ascends: a tie keeps the lower index */
+            best = z;
+            bi = o;
+        }
+    }
+    if (lane == 0) {
+        wbest[warp] = best;
+        widx[warp] = bi;
+        wbad[warp] = bad;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bv = -INFINITY;
+        int bo = n_out, anybad = 0;
+        for (int w = 0; w < kWarps; w++) {
+            anybad |= wbad[w];
+            if (widx[w] == n_out) continue;
+            if (bo == n_out || wbest[w] > bv || (wbest[w] == bv && widx[w] < bo)) {
+                bv = wbest[w];
+                bo = widx[w];
+            }
+        }
+        kout[b] = (anybad || bo == n_out) ? -1 : bo;
+    }
+}
+
+/* ---------------------------------------------------------------- predictor */
+
+template <typename S, bool HARD>
+__global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
+                             const int *__restrict__ e, const int *__restrict__ k, const S *__restrict__ xemb,
+                             const S *__restrict__ xh, size_t xpar, int ldx, int I, const S *__restrict__ w_ih,
+                             int ld_ih, const S *__restrict__ w_hh, int ld_hh, const float *__restrict__ bias,
+                             int H, S *__restrict__ h, size_t hpar, int ldh, float *__restrict__ c, int ldc)
+{
+    int n = *count;
+    int r0 = blockIdx.y * rows_per_block;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int j = blockIdx.x * kWarps + warp;
+    if (r0 >= n || j >= H) return; /* warp-uniform; no block barrier below */
+    int r1 = min(n, r0 + rows_per_block);
+    for (int r = r0; r < r1; r++) {
+        int b = emit[r], eb = e[b];
+        const S *x = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
+        const S *hold = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int q = lane; q < I; q += 32) {
+            float xv = cu_ld(&x[q]);
+#pragma unroll
+            for (int g = 0; g < 4; g++) acc[g] = fmaf(cu_ld(&w_ih[(size_t)(g * H + j) * ld_ih + q]), xv, acc[g]);
+        }
+        for (int q = lane; q < H; q += 32) {
+            float hv = cu_ld(&hold[q]);
+#pragma unroll
+            for (int g = 0; g < 4; g++) acc[g] = fmaf(cu_ld(&w_hh[(size_t)(g * H + j) * ld_hh + q]), hv, acc[g]);
+        }
+        float a[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[g]), bias[g * H + j]);
+        if (lane == 0) {
+            float *cp = c + (size_t)b * ldc + j;
+            float cn, hn;
+            lstm_cell<HARD>(a, *cp, &cn, &hn);
+            *cp = cn;
+            cu_st(&h[(size_t)(eb & 1) * hpar + (size_t)b * ldh + j], hn);
+        }
+    }
+}
+
+template <typename S>
+__global__ void k_pred_proj(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
+                            const int *__restrict__ e, const S *__restrict__ h, size_t hpar, int ldh, int Hl,
+                            const S *__restrict__ w, int ldw, const float *__restrict__ jb, int J,
+                            float *__restrict__ gp, int ldg)
+{
+    int n = *count;
+    int r0 = blockIdx.y * rows_per_block;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int o = blockIdx.x * kWarps + warp;
+    if (r0 >= n || o >= J) return;
+    int r1 = min(n, r0 + rows_per_block);
+    const S *wr = w + (size_t)o * ldw;
+    for (int r = r0; r < r1; r++) {
+        int b = emit[r];
+        const S *g = h + (size_t)(e[b] & 1) * hpar + (size_t)b * ldh;
+        float s = 0.0f;
+        for (int q = lane; q < Hl; q += 32) s = fmaf(cu_ld(&wr[q]), cu_ld(&g[q]), s);
+        s = warp_sum(s);
+        if (lane == 0) gp[(size_t)b * ldg + o] = __fadd_rn(s, jb[o]);
+    }
+}
+
+/* ---------------------------------------------------------------- decode control */
+
+__global__ void k_dec_init(int nb, const int *__restrict__ t_enc_src, int V, cu_dec_state st)
+{
+    for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += gridDim.x * blockDim.x) {
+        int T = t_enc_src[b];
+        st.t[b] = 0;
+        st.labels[b] = 0;
+        st.t_enc[b] = T;
+        st.n_tok[b] = 0;
+        st.e[b] = 1;
+        st.status[b] = 0;
+        st.steps[b] = 0;
+        st.skipped[b] = 0;
+        st.done[b] = T <= 0;
+        st.k[b] = V;
+        st.emit[b] = b;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        st.counts[0] = nb;
+        st.counts[1] = nb;
+        st.counts[2] = 0;
+        st.counts[3] = 0;
+    }
+}
+
+constexpr int kUpdThreads = 256;
+
+__global__ void __launch_bounds__(kUpdThreads) k_dec_update(int nb, cu_dec_rule rule, cu_dec_state st,
+                                                            int use_cond, cudaGraphConditionalHandle cond,
+                                                            int *active_host)
+{
+    typedef cub::BlockScan<int, kUpdThreads> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    __shared__ int overrun;
+    int iter = st.counts[2] + 1;
+    if (threadIdx.x == 0) overrun = iter > rule.max_iters;
+    __syncthreads();
+    int base = 0, active = 0;
+    for (int b0 = 0; b0 < nb; b0 += kUpdThreads) {
+        int b = b0 + threadIdx.x;
+        int emits = 0, live = 0;
+        if (b < nb && !st.done[b]) {
+            int kk = st.k[b], t = st.t[b], T = st.t_enc[b];
+            st.steps[b] += 1;
+            if (overrun) {
+                st.status[b] = 2;
+                t = T;
+            } else if (kk < 0) {
+                st.status[b] = 1; /* non-finite joint output at frame t */
+                t = T;
+            } else if (kk < rule.V) {
+                int n = st.n_tok[b];
+                if (n < st.cap) {
+                    st.tokens[(size_t)b * st.cap + n] = kk;
+                    st.frames[(size_t)b * st.cap + n] = t;
+                }
+                st.n_tok[b] = n + 1;
+                st.e[b] += 1;
+                emits = 1;
+                int lab = st.labels[b] + 1;
+                if (lab == rule.max_symbols) {
+                    t += 1;
+                    lab = 0;
+                }
+                st.labels[b] = lab;
+            } else if (kk == rule.blank) {
+                t += 1;
+                st.labels[b] = 0;
+            } else {
+                int d = rule.durations[rule.blank - 1 - kk];
+                int land = min(t + d, T);
+                st.skipped[b] += land - t - 1;
+                t += d;
+                st.labels[b] = 0;
+            }
+            st.t[b] = t;
+            if (t >= T) st.done[b] = 1;
+            live = t < T;
+            emits = emits && live;
+        }
+        int pos, total;
+        scan_t(tmp).ExclusiveSum(emits, pos, total);
+        if (emits) st.emit[base + pos] = b;
+        base += total;
+        active += __syncthreads_count(live);
+        __syncthreads(); /* tmp is reused by the next chunk */
+    }
+    if (threadIdx.x == 0) {
+        st.counts[0] = base;
+        st.counts[1] = active;
+        st.counts[2] = iter;
+        if (overrun) st.counts[3] = 1;
+        if (use_cond) cudaGraphSetConditional(cond, active > 0 ? 1u : 0u);
+        if (active_host) *(volatile int *)active_host = active;
+    }
+}
+
+__global__ void k_dec_pack(cu_dec_state st, int *out)
+{
+    int b = blockIdx.x;
+    int *o = out + (size_t)b * (8 + 2 * st.cap);
+    int n = min(st.n_tok[b], st.cap);
+    if (threadIdx.x == 0) {
+        o[0] = st.n_tok[b];
+        o[1] = st.steps[b];
+        o[2] = st.skipped[b];
+        o[3] = st.status[b];
+        o[4] = st.t[b];
+        o[5] = o[6] = o[7] = 0;
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        o[8 + i] = st.tokens[(size_t)b * st.cap + i];
+        o[8 + n + i] = st.frames[(size_t)b * st.cap + i];
+    }
+}
+
+} // namespace
+
+/* ---------------------------------------------------------------- launchers */
+
+rnnt_status cu_frontend(cudaStream_t stream, cu_dtype dt, int nb, int T, int F, int fp, const float *raw,
+                        const int *off, const int *frames, const float *mean, const float *sd, void *x0,
+                        char *err, size_t errlen)
+{
+    if (nb <= 0 || T <= 0) return RNNT_OK;
+    long long cells = (long long)T * fp;
+    dim3 grid((unsigned)((cells + 255) / 256), (unsigned)nb);
+    if (dt == CU_F16)
+        k_frontend<__half><<<grid, 256, 0, stream>>>(T, F, fp, raw, off, frames, mean, sd, (__half *)x0);
+    else
+        k_frontend<float><<<grid, 256, 0, stream>>>(T, F, fp, raw, off, frames, mean, sd, (float *)x0);
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+rnnt_status cu_lstm_pointwise(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int nb, int H, int hp,
+                              const void *x, size_t ldx_b, const float *hproj, int ldh, const float *bias,
+                              float *c, int ldc, void *y, size_t ldy_b, void *hs, int ldhs, const int *len,
+                              int t, char *err, size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    int threads = hp >= 256 ? 256 : cu_round_up_i(hp, 32);
+    dim3 grid((unsigned)cu_div_up(hp, threads), (unsigned)nb);
+#define RNNT_PW(S, HARD)                                                                                \
+    k_lstm_pointwise<S, HARD><<<grid, threads, 0, stream>>>(H, hp, (const S *)x, ldx_b, hproj, ldh, bias, \
+                                                            c, ldc, (S *)y, ldy_b, (S *)hs, ldhs, len, t)
+    if (dt == CU_F16) {
+        if (act == RNNT_ACT_HARD) RNNT_PW(__half, true); else RNNT_PW(__half, false);
+    } else {
+        if (act == RNNT_ACT_HARD) RNNT_PW(float, true); else RNNT_PW(float, false);
+    }
+#undef RNNT_PW
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act, int nb, int J, int n_out,
+                            const float *fproj, int ldf, int fstride, const int *fstride_dev,
+                            const float *gp, int ldg, const void *wout, int ldw, const float *bout,
+                            const int *t, const int *done, int *k, char *err, size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    size_t smem = (size_t)J * sizeof(float);
+    if (smem > 48 * 1024)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: joint dim %d too large for the joint kernel", J);
+#define RNNT_JA(S, RELU)                                                                                  \
+    k_joint_argmax<S, RELU><<<nb, kWarps * 32, smem, stream>>>(J, n_out, fproj, ldf, fstride, fstride_dev, \
+                                                               gp, ldg, (const S *)wout, ldw, bout, t, done, k)
+    if (dt == CU_F16) {
+        if (act == RNNT_JOINT_RELU) RNNT_JA(__half, true); else RNNT_JA(__half, false);
+    } else {
+        if (act == RNNT_JOINT_RELU) RNNT_JA(float, true); else RNNT_JA(float, false);
+    }
+#undef RNNT_JA
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+/* Rows per block of the predictor kernels: enough blocks to cover the SMs at large batches while
+ * each block reuses its weight rows (from L1) over several utterances. */
+static int pred_rows_per_block(int max_rows) { return max_rows >= 64 ? 8 : (max_rows >= 16 ? 4 : 2); }
+
+rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int max_rows, const int *emit,
+                          const int *count, const int *e, const int *k, const void *xemb, const void *xh,
+                          size_t xpar, int ldx, int I, const void *w_ih, int ld_ih, const void *w_hh,
+                          int ld_hh, const float *bias, int H, void *h, size_t hpar, int ldh, float *c,
+                          int ldc, char *err, size_t errlen)
+{
+    if (max_rows <= 0) return RNNT_OK;
+    int rpb = pred_rows_per_block(max_rows);
+    dim3 grid((unsigned)cu_div_up(H, kWarps), (unsigned)cu_div_up(max_rows, rpb));
+#define RNNT_PL(S, HARD)                                                                                \
+    k_pred_layer<S, HARD><<<grid, kWarps * 32, 0, stream>>>(                                            \
+        rpb, emit, count, e, k, (const S *)xemb, (const S *)xh, xpar, ldx, I, (const S *)w_ih, ld_ih,   \
+        (const S *)w_hh, ld_hh, bias, H, (S *)h, hpar, ldh, c, ldc)
+    if (dt == CU_F16) {
+        if (act == RNNT_ACT_HARD) RNNT_PL(__half, true); else RNNT_PL(__half, false);
+    } else {
+        if (act == RNNT_ACT_HARD) RNNT_PL(float, true); else RNNT_PL(float, false);
+    }
+#undef RNNT_PL
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+rnnt_status cu_pred_proj(cudaStream_t stream, cu_dtype dt, int max_rows, const int *emit, const int *count,
+                         const int *e, const void *h, size_t hpar, int ldh, int Hl, const void *w, int ldw,
+                         const float *jb, int J, float *gp, int ldg, char *err, size_t errlen)
+{
+    if (max_rows <= 0) return RNNT_OK;
+    int rpb = pred_rows_per_block(max_rows);
+    dim3 grid((unsigned)cu_div_up(J, kWarps), (unsigned)cu_div_up(max_rows, rpb));
+    if (dt == CU_F16)
+        k_pred_proj<__half><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const __half *)h, hpar, ldh,
+                                                              Hl, (const __half *)w, ldw, jb, J, gp, ldg);
+    else
+        k_pred_proj<float><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const float *)h, hpar, ldh,
+                                                             Hl, (const float *)w, ldw, jb, J, gp, ldg);
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+rnnt_status cu_dec_init(cudaStream_t stream, int nb, const int *t_enc_src, int V, cu_dec_state st, char *err,
+                        size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    k_dec_init<<<cu_div_up(nb, 256), 256, 0, stream>>>(nb, t_enc_src, V, st);
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+rnnt_status cu_dec_update(cudaStream_t stream, int nb, cu_dec_rule rule, cu_dec_state st, int use_cond,
+                          cudaGraphConditionalHandle cond, int *active_host, char *err, size_t errlen)
+{
+    k_dec_update<<<1, kUpdThreads, 0, stream>>>(nb, rule, st, use_cond, cond, active_host);
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+rnnt_status cu_dec_pack(cudaStream_t stream, int nb, cu_dec_state st, int *out, char *err, size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    k_dec_pack<<<nb, 128, 0, stream>>>(st, out);
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}

@@ -1,0 +1,469 @@
+/* test_cuda_engine.c — the CUDA backend through the public API, against the CPU engine:
+ *   - fp32: every utterance's tokens, frames, encoder frames, skipped frames, decode steps and status
+ *     identical to the CPU backend's, on generated models of awkward shapes (hidden sizes not multiples
+ *     of 8 or 64, time stacking, no big blanks, 1030 outputs), on every golden model (also against the
+ *     golden tokens) and on the model directories listed in $RNNT_GPU_MODELS (colon-separated);
+ *   - fp16: the share of utterances identical to the CPU's (printed; a floor catches real bugs);
+ *   - batch invariance on the GPU: alone and in shuffled batches of 3, 7 and 16, bitwise the same;
+ *   - the decoding loop modes (WHILE graph, host-polled, profiled) and graph-less encoding agree;
+ *   - overflowing joints fail the same utterances with RNNT_ERR_NUMERIC as on the CPU;
+ *   - too large batches and inputs, bad devices and impossible memory sizes give clear errors, and a
+ *     runner still works afterwards.
+ * Exits 77 (skipped) when no CUDA device is usable. RNNT_TEST_SEED replays a seed. */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "gpu_models.h"
+#include "model.h"
+#include "safetensors.h"
+#include "test_util.h"
+
+#define N_UTT 48
+#define MAX_B 16
+
+static uint64_t g_seed;
+static long g_fp16_same, g_fp16_total;
+
+typedef struct {
+    int n;
+    rnnt_input in[N_UTT];
+    float *x[N_UTT];
+    int max_frames;
+} utts;
+
+static void make_utts(const rnnt_model *m, int max_t, uint64_t *seed, utts *u)
+{
+    u->n = N_UTT;
+    u->max_frames = 1;
+    for (int i = 0; i < N_UTT; i++) {
+        int T = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? max_t : (int)(tu_rand_next(seed) % (uint64_t)(max_t + 1));
+        u->x[i] = gm_features(T, m->feature_dim, m->fe_mean, m->fe_std, seed);
+        u->in[i] = (rnnt_input){u->x[i], T};
+        if (T > u->max_frames) u->max_frames = T;
+    }
+}
+
+static void free_utts(utts *u)
+{
+    for (int i = 0; i < u->n; i++) free(u->x[i]);
+}
+
+static rnnt_runner *make_runner(const rnnt_model *m, rnnt_backend_kind kind, rnnt_precision prec, int max_batch,
+                                int max_frames)
+{
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = kind;
+    p.precision = prec;
+    p.max_batch = max_batch;
+    p.max_frames = max_frames;
+    rnnt_runner *r;
+    char err[512];
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("runner: %s", err);
+    return r;
+}
+
+/* Decode utterances order[0..n) in batches of `batch`; results land at res[order[i]]. */
+static void decode_order(rnnt_runner *r, const utts *u, const int *order, int batch, rnnt_result *res)
+{
+    char err[512];
+    for (int first = 0; first < u->n; first += batch) {
+        int nb = u->n - first < batch ? u->n - first : batch;
+        rnnt_input bin[MAX_B];
+        rnnt_result out[MAX_B];
+        memset(out, 0, sizeof out);
+        for (int k = 0; k < nb; k++) bin[k] = u->in[order[first + k]];
+        if (rnnt_runner_decode(r, nb, bin, out, NULL, err, sizeof err)) fail_msg("decode: %s", err);
+        for (int k = 0; k < nb; k++) {
+            rnnt_result_clear(&res[order[first + k]]);
+            res[order[first + k]] = out[k];
+        }
+    }
+}
+
+static void decode_shuffled(rnnt_runner *r, const utts *u, int batch, uint64_t *seed, rnnt_result *res)
+{
+    int order[N_UTT];
+    for (int i = 0; i < u->n; i++) order[i] = i;
+    for (int i = u->n - 1; i > 0; i--) {
+        int j = (int)(tu_rand_next(seed) % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    decode_order(r, u, order, batch, res);
+}
+
+static int same_tokens(const rnnt_result *a, const rnnt_result *b)
+{
+    return a->status == b->status && a->n_tokens == b->n_tokens &&
+           !memcmp(a->tokens, b->tokens, sizeof(int) * (size_t)a->n_tokens) &&
+           !memcmp(a->frames, b->frames, sizeof(int) * (size_t)a->n_tokens);
+}
+
+static int same_result(const rnnt_result *a, const rnnt_result *b)
+{
+    return same_tokens(a, b) && a->encoder_frames == b->encoder_frames && a->frames_skipped == b->frames_skipped &&
+           a->decode_steps == b->decode_steps;
+}
+
+static void describe(const char *what, const char *dir, int i, const utts *u, const rnnt_result *got,
+                     const rnnt_result *want)
+{
+    fprintf(stderr, "%s: %s utterance %d (%d frames): got status %d, %d tokens, %d steps, %d skipped; want status %d, "
+                    "%d tokens, %d steps, %d skipped\n",
+            what, dir, i, u->in[i].frames, got->status, got->n_tokens, got->decode_steps, got->frames_skipped, want->status,
+            want->n_tokens, want->decode_steps, want->frames_skipped);
+    int n = got->n_tokens < want->n_tokens ? got->n_tokens : want->n_tokens;
+    for (int k = 0; k < n; k++)
+        if (got->tokens[k] != want->tokens[k] || got->frames[k] != want->frames[k]) {
+            fprintf(stderr, "  first difference at token %d: got %d@%d, want %d@%d\n", k, got->tokens[k], got->frames[k],
+                    want->tokens[k], want->frames[k]);
+            break;
+        }
+}
+
+static void clear_all(rnnt_result *r, int n)
+{
+    for (int i = 0; i < n; i++) rnnt_result_clear(&r[i]);
+}
+
+/* Everything for one model directory; returns the number of labels the CPU emitted. */
+static int check_model(const char *dir, int max_t, uint64_t seed)
+{
+    char err[512];
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    utts u;
+    make_utts(m, max_t, &seed, &u);
+    int order[N_UTT];
+    for (int i = 0; i < N_UTT; i++) order[i] = i;
+    rnnt_result cpu[N_UTT], g32[N_UTT], g16[N_UTT], other[N_UTT];
+    memset(cpu, 0, sizeof cpu);
+    memset(g32, 0, sizeof g32);
+    memset(g16, 0, sizeof g16);
+    memset(other, 0, sizeof other);
+
+    rnnt_runner *rc = make_runner(m, RNNT_BACKEND_CPU, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+    decode_order(rc, &u, order, MAX_B, cpu);
+    rnnt_runner_free(rc);
+    int labels = 0, steps = 0, skipped = 0;
+    for (int i = 0; i < N_UTT; i++) {
+        labels += cpu[i].n_tokens;
+        steps += cpu[i].decode_steps;
+        skipped += cpu[i].frames_skipped;
+    }
+
+    /* fp32: identical to the CPU, in batches of 16, then shuffled in batches of 3 and 7 and alone. */
+    rnnt_runner *r32 = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+    decode_order(r32, &u, order, MAX_B, g32);
+    int bad = 0;
+    for (int i = 0; i < N_UTT; i++)
+        if (!same_result(&g32[i], &cpu[i])) {
+            if (bad++ < 3) describe("fp32 vs cpu", dir, i, &u, &g32[i], &cpu[i]);
+        }
+    if (bad) fail_msg("%s: %d of %d utterances differ between CUDA fp32 and the CPU (seed %llu)", dir, bad, N_UTT,
+                      (unsigned long long)g_seed);
+    static const int sizes[] = {1, 3, 7};
+    for (int s = 0; s < 3; s++) {
+        decode_shuffled(r32, &u, sizes[s], &seed, other);
+        for (int i = 0; i < N_UTT; i++)
+            if (!same_result(&other[i], &g32[i])) {
+                describe("fp32 batch invariance", dir, i, &u, &other[i], &g32[i]);
+                fail_msg("%s: fp32 utterance %d differs in a batch of %d", dir, i, sizes[s]);
+            }
+    }
+    rnnt_runner_free(r32);
+
+    /* fp16: agreement with the CPU (counted), bitwise batch invariance, loop modes. */
+    rnnt_runner *r16 = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
+    decode_order(r16, &u, order, MAX_B, g16);
+    int same16 = 0;
+    for (int i = 0; i < N_UTT; i++) same16 += same_tokens(&g16[i], &cpu[i]);
+    g_fp16_same += same16;
+    g_fp16_total += N_UTT;
+    for (int s = 0; s < 3; s++) {
+        decode_shuffled(r16, &u, sizes[s], &seed, other);
+        for (int i = 0; i < N_UTT; i++)
+            if (!same_result(&other[i], &g16[i])) {
+                describe("fp16 batch invariance", dir, i, &u, &other[i], &g16[i]);
+                fail_msg("%s: fp16 utterance %d differs in a batch of %d", dir, i, sizes[s]);
+            }
+    }
+    rnnt_runner_free(r16);
+    static const char *modes[][2] = {{"RNNT_CUDA_DECODE", "host"}, {"RNNT_CUDA_DECODE", "profile"}, {"RNNT_CUDA_GRAPHS", "0"}};
+    for (int k = 0; k < 3; k++) {
+        setenv(modes[k][0], modes[k][1], 1);
+        rnnt_runner *rm = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
+        unsetenv(modes[k][0]);
+        decode_order(rm, &u, order, MAX_B, other);
+        for (int i = 0; i < N_UTT; i++)
+            if (!same_result(&other[i], &g16[i])) {
+                describe("decode mode", dir, i, &u, &other[i], &g16[i]);
+                fail_msg("%s: %s=%s changes utterance %d", dir, modes[k][0], modes[k][1], i);
+            }
+        if (k == 1) { /* the profiled loop fills the time split */
+            rnnt_timing tm;
+            rnnt_result one;
+            memset(&one, 0, sizeof one);
+            if (rnnt_runner_decode(rm, 1, &u.in[2], &one, &tm, err, sizeof err)) fail_msg("%s", err);
+            assert_true(tm.encoder_s > 0 && tm.predictor_s > 0 && tm.joint_s > 0 && tm.decode_s > 0);
+            rnnt_result_clear(&one);
+        }
+        rnnt_runner_free(rm);
+    }
+    printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
+           "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree\n",
+           dir, N_UTT, u.max_frames, labels, steps, skipped, same16, N_UTT);
+    clear_all(cpu, N_UTT);
+    clear_all(g32, N_UTT);
+    clear_all(g16, N_UTT);
+    clear_all(other, N_UTT);
+    free_utts(&u);
+    rnnt_model_free(m);
+    return labels;
+}
+
+static const gm_cfg gen_models[] = {
+    {.name = "g-tiny-hard", .F = 6, .k = 2, .n_enc = 2, .enc_h = {20, 20}, .enc_s = {2, 1}, .E = 10, .n_pred = 1,
+     .pred_h = {14}, .J = 18, .V = 9, .n_big = 3, .dur = {2, 4, 8}, .max_symbols = 5},
+    {.name = "g-odd-soft", .F = 7, .k = 3, .n_enc = 3, .enc_h = {33, 63, 17}, .enc_s = {2, 3, 1}, .E = 11, .n_pred = 2,
+     .pred_h = {19, 23}, .J = 29, .tanh_joint = 1, .V = 40, .n_big = 1, .dur = {3}, .max_symbols = 2, .soft = 1},
+    {.name = "g-noblank", .F = 80, .k = 3, .n_enc = 3, .enc_h = {130, 100, 70}, .enc_s = {1, 2, 1}, .E = 32,
+     .n_pred = 1, .pred_h = {50}, .J = 64, .V = 28, .n_big = 0, .max_symbols = 10},
+    {.name = "g-bigvocab", .F = 16, .k = 1, .n_enc = 1, .enc_h = {64}, .enc_s = {1}, .E = 16, .n_pred = 1,
+     .pred_h = {64}, .J = 96, .V = 1030, .n_big = 2, .dur = {2, 4}, .max_symbols = 4, .blank_bias = 2.0f},
+};
+
+static void test_generated(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof gen_models / sizeof gen_models[0]; i++) {
+        char *dir = tu_tmpdir();
+        gm_write_model(dir, &gen_models[i], g_seed + i);
+        int labels = check_model(dir, 150 + (int)i * 31, g_seed + 100 + i);
+        assert_true(labels > 0);
+        tu_rmdir(dir);
+    }
+}
+
+static void check_golden_tokens(const char *dir)
+{
+    char path[8300], name[64], err[512];
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    rnnt_st_file g;
+    if (rnnt_st_open(path, &g, err, sizeof err)) fail_msg("%s", err);
+    char *nu = rnnt_st_metadata(&g, "n_utts");
+    assert_non_null(nu);
+    int n = atoi(nu);
+    free(nu);
+    rnnt_runner *r = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, 1, 100000);
+    int labels = 0;
+    for (int b = 0; b < n; b++) {
+        snprintf(name, sizeof name, "utt%d.features", b);
+        const rnnt_st_tensor *t = rnnt_st_find(&g, name);
+        assert_non_null(t);
+        float *x = malloc((size_t)(t->numel + 1) * sizeof(float));
+        if (rnnt_st_read_f32(&g, t, x, err, sizeof err)) fail_msg("%s", err);
+        rnnt_input in = {x, (int)t->shape[0]};
+        snprintf(name, sizeof name, "utt%d.tokens", b);
+        const rnnt_st_tensor *tt = rnnt_st_find(&g, name);
+        snprintf(name, sizeof name, "utt%d.frames", b);
+        const rnnt_st_tensor *tf = rnnt_st_find(&g, name);
+        assert_non_null(tt);
+        assert_non_null(tf);
+        int32_t *wt = malloc((size_t)(tt->numel + 1) * 4), *wf = malloc((size_t)(tf->numel + 1) * 4);
+        if (rnnt_st_read_i32(&g, tt, wt, err, sizeof err) || rnnt_st_read_i32(&g, tf, wf, err, sizeof err))
+            fail_msg("%s", err);
+        rnnt_result res;
+        memset(&res, 0, sizeof res);
+        if (rnnt_runner_decode(r, 1, &in, &res, NULL, err, sizeof err)) fail_msg("%s", err);
+        if (res.n_tokens != (int)tt->numel || memcmp(res.tokens, wt, 4 * (size_t)tt->numel) ||
+            memcmp(res.frames, wf, 4 * (size_t)tt->numel))
+            fail_msg("%s utt%d: CUDA fp32 gives %d tokens, the PyTorch reference %d (or they differ)", dir, b, res.n_tokens,
+                     (int)tt->numel);
+        labels += res.n_tokens;
+        rnnt_result_clear(&res);
+        free(x);
+        free(wt);
+        free(wf);
+    }
+    printf("%s: %d golden utterances, %d labels: CUDA fp32 tokens and frames equal the PyTorch reference's\n", dir, n,
+           labels);
+    rnnt_runner_free(r);
+    rnnt_st_close(&g);
+    rnnt_model_free(m);
+}
+
+static void test_golden(void **state)
+{
+    (void)state;
+    char root[4096];
+    snprintf(root, sizeof root, "%s/golden", tu_data_dir());
+    DIR *d = opendir(root);
+    if (!d) {
+        printf("no golden models under %s\n", root);
+        skip();
+    }
+    struct dirent *e;
+    int cases = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char dir[8192], probe[8300];
+        snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
+        snprintf(probe, sizeof probe, "%s/golden.safetensors", dir);
+        struct stat sb;
+        if (stat(probe, &sb)) continue;
+        check_golden_tokens(dir);
+        check_model(dir, 120, g_seed + 7 + (uint64_t)cases);
+        cases++;
+    }
+    closedir(d);
+    if (!cases) skip();
+}
+
+static void test_extra_models(void **state)
+{
+    (void)state;
+    const char *list = getenv("RNNT_GPU_MODELS");
+    if (!list || !*list) skip();
+    char *copy = strdup(list), *save = NULL;
+    int k = 0;
+    for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
+        check_model(dir, 600, g_seed + 1000 + (uint64_t)k++);
+    free(copy);
+}
+
+static void test_fp16_agreement(void **state)
+{
+    (void)state;
+    if (!g_fp16_total) skip();
+    double share = (double)g_fp16_same / (double)g_fp16_total;
+    printf("fp16 vs CPU over all models above: %ld/%ld utterances identical (%.1f%%)\n", g_fp16_same, g_fp16_total,
+           100.0 * share);
+    /* Random models have small decision margins, so fp16 rounding flips some near-ties; a real bug
+     * (wrong layout, wrong gate) changes almost every utterance. */
+    assert_true(share >= 0.80);
+}
+
+static void test_numeric(void **state)
+{
+    (void)state;
+    gm_cfg c = gen_models[0];
+    c.name = "g-overflow";
+    c.out_scale = 1e37f;
+    char *dir = tu_tmpdir();
+    gm_write_model(dir, &c, g_seed + 55);
+    char err[512];
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    uint64_t seed = g_seed + 56;
+    utts u;
+    make_utts(m, 60, &seed, &u);
+    int order[N_UTT];
+    for (int i = 0; i < N_UTT; i++) order[i] = i;
+    rnnt_result cpu[N_UTT], gpu[N_UTT];
+    memset(cpu, 0, sizeof cpu);
+    memset(gpu, 0, sizeof gpu);
+    rnnt_runner *rc = make_runner(m, RNNT_BACKEND_CPU, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+    rnnt_runner *rg = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+    decode_order(rc, &u, order, MAX_B, cpu);
+    decode_order(rg, &u, order, MAX_B, gpu);
+    int failed = 0;
+    for (int i = 0; i < N_UTT; i++) {
+        if (cpu[i].status != gpu[i].status || cpu[i].decode_steps != gpu[i].decode_steps)
+            fail_msg("utterance %d: CPU status %d after %d steps, CUDA %d after %d", i, cpu[i].status, cpu[i].decode_steps,
+                     gpu[i].status, gpu[i].decode_steps);
+        failed += gpu[i].status == RNNT_ERR_NUMERIC;
+        if (gpu[i].status == RNNT_ERR_NUMERIC) assert_null(gpu[i].text);
+    }
+    assert_true(failed > 0);
+    /* fp16 cannot hold these weights: a clear error at create, not wrong answers later */
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CUDA;
+    p.precision = RNNT_PRECISION_FP16;
+    p.max_batch = 4;
+    p.max_frames = 100;
+    rnnt_runner *r16;
+    rnnt_status st = rnnt_runner_create(m, &p, &r16, err, sizeof err);
+    assert_int_equal(st, RNNT_ERR_UNSUPPORTED);
+    printf("overflowing joint: %d/%d utterances fail with NUMERIC on both backends; fp16 create: %s\n", failed, N_UTT, err);
+    clear_all(cpu, N_UTT);
+    clear_all(gpu, N_UTT);
+    rnnt_runner_free(rc);
+    rnnt_runner_free(rg);
+    free_utts(&u);
+    rnnt_model_free(m);
+    tu_rmdir(dir);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    gm_write_model(dir, &gen_models[2], g_seed + 77);
+    char err[512];
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CUDA;
+    rnnt_runner *r;
+    p.device = 99;
+    assert_int_equal(rnnt_runner_create(m, &p, &r, err, sizeof err), RNNT_ERR_UNSUPPORTED);
+    printf("device 99: %s\n", err);
+    p.device = 0;
+    /* far beyond any GPU's memory: a clean NOMEM, nothing leaked, the next runner works */
+    p.max_batch = 4096;
+    p.max_frames = 10000000;
+    rnnt_status st = rnnt_runner_create(m, &p, &r, err, sizeof err);
+    assert_int_equal(st, RNNT_ERR_NOMEM);
+    printf("huge runner: %s\n", err);
+    p.max_batch = 2;
+    p.max_frames = 50;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    uint64_t seed = g_seed + 78;
+    float *x = gm_features(51, m->feature_dim, m->fe_mean, m->fe_std, &seed);
+    rnnt_input in[3] = {{x, 10}, {x, 20}, {x, 30}};
+    rnnt_result res[3];
+    memset(res, 0, sizeof res);
+    assert_int_equal(rnnt_runner_decode(r, 3, in, res, NULL, err, sizeof err), RNNT_ERR_TOO_LARGE);
+    in[1].frames = 51;
+    assert_int_equal(rnnt_runner_decode(r, 2, in, res, NULL, err, sizeof err), RNNT_ERR_TOO_LARGE);
+    in[1].frames = 50;
+    if (rnnt_runner_decode(r, 2, in, res, NULL, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(res[1].encoder_frames, rnnt_model_encoder_frames(m, 50));
+    assert_string_equal(rnnt_runner_backend_name(r), "cuda");
+    printf("device: %s\n", rnnt_runner_device_name(r));
+    clear_all(res, 3);
+    rnnt_runner_free(r);
+    free(x);
+    rnnt_model_free(m);
+    tu_rmdir(dir);
+}
+
+int main(void)
+{
+    if (!rnnt_cuda_available()) {
+        printf("SKIP: no usable CUDA device\n");
+        return 77;
+    }
+    const char *s = getenv("RNNT_TEST_SEED");
+    g_seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu\n", (unsigned long long)g_seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_generated),  cmocka_unit_test(test_golden),  cmocka_unit_test(test_extra_models),
+        cmocka_unit_test(test_fp16_agreement), cmocka_unit_test(test_numeric), cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

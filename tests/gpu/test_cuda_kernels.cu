@@ -1,0 +1,679 @@
+/* test_cuda_kernels.cu — every CUDA kernel of the backend against its CPU twin (engine/cpu_ops.h) on
+ * fresh random inputs at awkward sizes (B = 1, 3, 17; odd lengths; hidden sizes not multiples of 8 or
+ * 64), in fp32 and fp16 storage: the chunked GEMM, the fused LSTM cell (masking, pad columns, NaN
+ * propagation), the whole encoder of a batch (frame and time stacking, buckets, joint projection), the
+ * fused joint+argmax (ties, non-finite outputs), the predictor step and its projection. Outputs are
+ * poisoned with NaN before each launch, so an element the kernel fails to write shows up. Batch
+ * invariance is checked bitwise where it is promised. Exits 77 without a GPU; RNNT_TEST_SEED replays. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+#include "cpu_ops.h"
+#include "cu_encoder.h"
+#include "cu_gemm.h"
+#include "cu_kernels.h"
+#include "cu_weights.h"
+#include "gpu_models.h"
+extern "C" {
+#include "test_util.h"
+}
+
+static uint64_t g_seed;
+
+#define CK(call)                                                                                  \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+    } while (0)
+#define RK(call)                                                                                  \
+    do {                                                                                          \
+        char err_[512];                                                                           \
+        char *err = err_;                                                                         \
+        size_t errlen = sizeof err_;                                                              \
+        (void)err;                                                                                \
+        (void)errlen;                                                                             \
+        rnnt_status s_ = (call);                                                                  \
+        if (s_ != RNNT_OK) fail_msg("%s:%d: %s", __FILE__, __LINE__, err_);                       \
+    } while (0)
+/* RK's body names err/errlen, so the calls inside can pass them through. */
+
+static float rnd_dt(float x, cu_dtype dt) { return dt == CU_F16 ? __half2float(__float2half_rn(x)) : x; }
+
+static float *host_rand(size_t n, float bound, uint64_t *seed)
+{
+    float *a = (float *)malloc((n + 1) * sizeof(float));
+    assert_non_null(a);
+    for (size_t i = 0; i < n; i++) a[i] = bound * tu_randu(seed);
+    return a;
+}
+
+/* n values into device memory of type dt (rounded in place on the host so the reference sees them). */
+static void *dev_put(float *h, size_t n, cu_dtype dt)
+{
+    void *d;
+    size_t bytes = (n + 1) * cu_dtype_size(dt);
+    CK(cudaMalloc(&d, bytes));
+    if (dt == CU_F16) {
+        __half *t = (__half *)malloc(bytes);
+        for (size_t i = 0; i < n; i++) {
+            t[i] = __float2half_rn(h[i]);
+            h[i] = __half2float(t[i]);
+        }
+        CK(cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice));
+        free(t);
+    } else {
+        CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    }
+    return d;
+}
+
+static void dev_get(float *h, const void *d, size_t n, cu_dtype dt)
+{
+    if (dt == CU_F16) {
+        __half *t = (__half *)malloc((n + 1) * 2);
+        CK(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) h[i] = __half2float(t[i]);
+        free(t);
+    } else {
+        CK(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
+    }
+}
+
+static void *dev_poison(size_t bytes)
+{
+    void *d;
+    CK(cudaMalloc(&d, bytes + 16));
+    CK(cudaMemset(d, 0xff, bytes + 16)); /* NaN in fp32 and fp16 */
+    return d;
+}
+
+static const char *dt_name(cu_dtype dt) { return dt == CU_F16 ? "fp16" : "fp32"; }
+
+/* ------------------------------------------------------------------ GEMM */
+
+static void test_gemm(void **state)
+{
+    (void)state;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    cublasHandle_t h;
+    RK(cu_blas_create(s, ws, 32 << 20, &h, err, errlen));
+    uint64_t seed = g_seed + 1;
+    static const int Ms[] = {1, 3, 17, 1100}, Ns[] = {80, 252}, Ks[] = {24, 64, 200};
+    for (int dti = 0; dti < 2; dti++) {
+        cu_dtype dt = (cu_dtype)dti;
+        double worst = 0;
+        for (int mi = 0; mi < 4; mi++)
+            for (int ni = 0; ni < 2; ni++)
+                for (int ki = 0; ki < 3; ki++)
+                    for (int chunk = 64; chunk <= 1024; chunk *= 16) {
+                        int M = Ms[mi], N = Ns[ni], K = Ks[ki], Mr = (int)cu_round_up(M, chunk);
+                        float *A = host_rand((size_t)(Mr + 8) * K, 1.0f, &seed), *B = host_rand((size_t)N * K, 1.0f, &seed);
+                        void *dA = dev_put(A, (size_t)(Mr + 8) * K, dt), *dB = dev_put(B, (size_t)N * K, dt);
+                        float *C = (float *)dev_poison((size_t)Mr * N * 4);
+                        RK(cu_gemm_rows(h, dt, M, N, K, dA, K, dB, K, C, 1, N, chunk, err, errlen));
+                        float *got = (float *)malloc((size_t)Mr * N * 4), *want = (float *)malloc((size_t)M * N * 4);
+                        CK(cudaMemcpy(got, C, (size_t)M * N * 4, cudaMemcpyDeviceToHost));
+                        rnnt_cpu_gemm_nt(M, N, K, A, K, B, K, 0.0f, want, N);
+                        double e = tu_rel_err(got, want, (size_t)M * N);
+                        if (!(e <= 1e-5)) fail_msg("gemm %s M=%d N=%d K=%d chunk=%d: rel err %.3g", dt_name(dt), M, N, K, chunk, e);
+                        if (e > worst) worst = e;
+                        /* a row's result does not depend on where it sits or how many rows there are */
+                        if (M >= 17) {
+                            float *C2 = (float *)dev_poison((size_t)chunk * N * 4);
+                            RK(cu_gemm_rows(h, dt, 3, N, K, (const char *)dA + (size_t)5 * K * cu_dtype_size(dt), K, dB, K,
+                                            C2, 1, N, chunk, err, errlen));
+                            float *g2 = (float *)malloc((size_t)3 * N * 4);
+                            CK(cudaMemcpy(g2, C2, (size_t)3 * N * 4, cudaMemcpyDeviceToHost));
+                            if (memcmp(g2, got + (size_t)5 * N, (size_t)3 * N * 4))
+                                fail_msg("gemm %s M=%d chunk=%d: rows 5..7 differ when computed alone", dt_name(dt), M, chunk);
+                            free(g2);
+                            CK(cudaFree(C2));
+                        }
+                        /* output in the storage type */
+                        void *Cd = dev_poison((size_t)Mr * N * cu_dtype_size(dt));
+                        RK(cu_gemm_rows(h, dt, M, N, K, dA, K, dB, K, Cd, 0, N, chunk, err, errlen));
+                        dev_get(got, Cd, (size_t)M * N, dt);
+                        e = tu_rel_err(got, want, (size_t)M * N);
+                        if (!(e <= (dt == CU_F16 ? 2e-3 : 1e-5)))
+                            fail_msg("gemm %s->%s M=%d N=%d K=%d: rel err %.3g", dt_name(dt), dt_name(dt), M, N, K, e);
+                        CK(cudaFree(Cd));
+                        CK(cudaFree(C));
+                        CK(cudaFree(dA));
+                        CK(cudaFree(dB));
+                        free(A);
+                        free(B);
+                        free(got);
+                        free(want);
+                    }
+        printf("gemm %s: 48 shapes within %.2g of the CPU, rows position-independent\n", dt_name(dt), worst);
+    }
+    cublasDestroy(h);
+    CK(cudaFree(ws));
+    CK(cudaStreamDestroy(s));
+}
+
+/* ------------------------------------------------------------------ LSTM cell */
+
+static void check_pointwise(cu_dtype dt, rnnt_lstm_act act, int B, int H, int first, int inject_nan, uint64_t *seed)
+{
+    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD), t = first ? 0 : 1;
+    float *x = host_rand((size_t)B * g4, 4.0f, seed), *hpj = host_rand((size_t)B * g4, 2.0f, seed);
+    float *bias = host_rand((size_t)4 * H, 1.0f, seed), *c = host_rand((size_t)B * hp, 2.0f, seed);
+    int *len = (int *)malloc((size_t)B * sizeof(int));
+    for (int b = 0; b < B; b++) len[b] = (int)(tu_rand_next(seed) % 4); /* t = 1: rows with len <= 1 are masked */
+    if (inject_nan) x[(size_t)(B - 1) * g4 + H + 1] = NAN; /* forget gate of unit 1, last row */
+    void *dx = dev_put(x, (size_t)B * g4, dt);
+    float *dh = (float *)dev_put(hpj, (size_t)B * g4, CU_F32), *db = (float *)dev_put(bias, (size_t)4 * H, CU_F32);
+    float *dc = (float *)dev_put(c, (size_t)B * hp, CU_F32);
+    int *dlen;
+    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    void *dy = dev_poison((size_t)B * hp * cu_dtype_size(dt)), *dhs = dev_poison((size_t)B * hp * cu_dtype_size(dt));
+    RK(cu_lstm_pointwise(0, dt, act, B, H, hp, dx, (size_t)g4, first ? NULL : dh, g4, db, dc, hp, dy, (size_t)hp, dhs, hp,
+                         first ? NULL : dlen, t, err, errlen));
+    CK(cudaDeviceSynchronize());
+    float *y = (float *)malloc((size_t)B * hp * 4), *hs = (float *)malloc((size_t)B * hp * 4), *cg = (float *)malloc((size_t)B * hp * 4);
+    dev_get(y, dy, (size_t)B * hp, dt);
+    dev_get(hs, dhs, (size_t)B * hp, dt);
+    CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+    float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
+    for (int b = 0; b < B; b++) {
+        int masked = !first && t >= len[b];
+        for (int j = 0; j < hp; j++) {
+            float yv = y[(size_t)b * hp + j];
+            if ((masked || j >= H) && yv != 0.0f) fail_msg("pointwise: row %d col %d should be 0, is %g", b, j, yv);
+        }
+        if (masked) {
+            for (int j = 0; j < H; j++)
+                if (memcmp(&cg[(size_t)b * hp + j], &c[(size_t)b * hp + j], 4)) fail_msg("pointwise: masked row %d changed c", b);
+            continue;
+        }
+        for (int j = H; j < hp; j++)
+            if (hs[(size_t)b * hp + j] != 0.0f) fail_msg("pointwise: hs pad column %d of row %d not zero", j, b);
+        for (int k = 0; k < 4 * H; k++) {
+            float v = x[(size_t)b * g4 + k] + bias[k];
+            pre[k] = first ? v : v + hpj[(size_t)b * g4 + k];
+        }
+        for (int j = 0; j < H; j++) cr[j] = first ? 0.0f : c[(size_t)b * hp + j];
+        rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+        for (int j = 0; j < H; j++) {
+            float want_h = rnd_dt(hr[j], dt), got_h = y[(size_t)b * hp + j], got_c = cg[(size_t)b * hp + j];
+            int nan_ok = isnan(want_h) && isnan(got_h) && isnan(hs[(size_t)b * hp + j]) && isnan(cr[j]) == isnan(got_c);
+            if (nan_ok) continue;
+            float tol_h = dt == CU_F16 ? 1e-3f : 2e-6f;
+            if (!(fabsf(got_h - want_h) <= tol_h) || !(fabsf(got_c - cr[j]) <= 2e-6f * (1 + fabsf(cr[j]))) ||
+                memcmp(&hs[(size_t)b * hp + j], &y[(size_t)b * hp + j], 4))
+                fail_msg("pointwise %s %s B=%d H=%d t=%d row %d unit %d: h %g (want %g), c %g (want %g)", dt_name(dt),
+                         act == RNNT_ACT_HARD ? "hard" : "soft", B, H, t, b, j, got_h, want_h, got_c, cr[j]);
+        }
+        if (inject_nan && b == B - 1 && !isnan(y[(size_t)b * hp + 1])) fail_msg("pointwise: NaN did not propagate");
+    }
+    CK(cudaFree(dx));
+    CK(cudaFree(dh));
+    CK(cudaFree(db));
+    CK(cudaFree(dc));
+    CK(cudaFree(dlen));
+    CK(cudaFree(dy));
+    CK(cudaFree(dhs));
+    free(x);
+    free(hpj);
+    free(bias);
+    free(c);
+    free(len);
+    free(y);
+    free(hs);
+    free(cg);
+    free(pre);
+    free(hr);
+    free(cr);
+}
+
+static void test_pointwise(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 2;
+    static const int Bs[] = {1, 3, 17}, Hs[] = {20, 63, 100};
+    int n = 0;
+    for (int dti = 0; dti < 2; dti++)
+        for (int a = 0; a < 2; a++)
+            for (int bi = 0; bi < 3; bi++)
+                for (int hi = 0; hi < 3; hi++)
+                    for (int first = 0; first < 2; first++) {
+                        check_pointwise((cu_dtype)dti, (rnnt_lstm_act)a, Bs[bi], Hs[hi], first, 0, &seed);
+                        n++;
+                    }
+    check_pointwise(CU_F32, RNNT_ACT_HARD, 3, 20, 1, 1, &seed);
+    check_pointwise(CU_F16, RNNT_ACT_HARD, 3, 20, 1, 1, &seed);
+    printf("lstm pointwise: %d cases match the CPU twin (masking, pads, NaN propagation included)\n", n);
+}
+
+/* ------------------------------------------------------------------ encoder of a batch */
+
+/* Encoder test models (C++ has no designated initializers before C++20: built field by field). */
+static gm_cfg enc_model(int which)
+{
+    gm_cfg c;
+    memset(&c, 0, sizeof c);
+    c.E = 8;
+    c.n_pred = 1;
+    c.pred_h[0] = 9;
+    c.V = 5;
+    c.max_symbols = 3;
+    if (which == 0) {
+        c.name = "k-enc-hard";
+        c.F = 7;
+        c.k = 3;
+        c.n_enc = 3;
+        c.enc_h[0] = 33, c.enc_h[1] = 63, c.enc_h[2] = 17;
+        c.enc_s[0] = 2, c.enc_s[1] = 3, c.enc_s[2] = 1;
+        c.J = 29;
+        c.n_big = 1;
+        c.dur[0] = 2;
+    } else {
+        c.name = "k-enc-soft";
+        c.F = 6;
+        c.k = 2;
+        c.n_enc = 2;
+        c.enc_h[0] = 100, c.enc_h[1] = 20;
+        c.enc_s[0] = 2, c.enc_s[1] = 1;
+        c.J = 18;
+        c.soft = 1;
+    }
+    return c;
+}
+
+static void run_encoder(cu_encoder *e, const cu_weights *w, int n, float *const *feats, const int *frames, float **out_f,
+                        float **out_fp)
+{
+    RK(cu_encoder_stage(e, n, (const float *const *)feats, frames, err, errlen));
+    RK(cu_encoder_run(e, err, errlen));
+    RK(cu_encoder_joint_proj(e, err, errlen));
+    CK(cudaDeviceSynchronize());
+    const cu_encoder_batch *bt = cu_encoder_get_batch(e);
+    size_t nf = (size_t)bt->nb * bt->t_enc * w->hep, np = (size_t)bt->nb * bt->t_enc * w->jp;
+    *out_f = (float *)malloc((nf + 1) * 4);
+    *out_fp = (float *)malloc((np + 1) * 4);
+    if (nf) dev_get(*out_f, bt->out, nf, w->dt);
+    if (np) CK(cudaMemcpy(*out_fp, bt->fproj, np * 4, cudaMemcpyDeviceToHost));
+}
+
+static void test_encoder(void **state)
+{
+    (void)state;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    cublasHandle_t h;
+    RK(cu_blas_create(s, ws, 32 << 20, &h, err, errlen));
+    for (int mi = 0; mi < 2; mi++) {
+        char *dir = tu_tmpdir();
+        gm_cfg mc = enc_model(mi);
+        gm_write_model(dir, &mc, g_seed + 10 + mi);
+        rnnt_model *m;
+        char err[512];
+        if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+        uint64_t seed = g_seed + 20 + mi;
+        const int B = 17, maxT = 97;
+        float *feats[B];
+        int frames[B];
+        for (int b = 0; b < B; b++) {
+            frames[b] = b == 0 ? 0 : b == 1 ? 1 : b == 2 ? maxT : (int)(tu_rand_next(&seed) % (maxT + 1));
+            feats[b] = gm_features(frames[b], m->feature_dim, m->fe_mean, m->fe_std, &seed);
+        }
+        for (int dti = 0; dti < 2; dti++) {
+            cu_dtype dt = (cu_dtype)dti;
+            cu_weights w;
+            RK(cu_weights_upload(m, dt, &w, err, errlen));
+            for (int graphs = 0; graphs < 2; graphs++) {
+                cu_encoder_params p;
+                memset(&p, 0, sizeof p);
+                p.max_batch = B;
+                p.max_frames = maxT;
+                p.graphs = graphs;
+                p.r_in = 64; /* several chunks even at these sizes */
+                cu_encoder *e;
+                RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
+                float *f, *fp;
+                run_encoder(e, &w, B, feats, frames, &f, &fp);
+                const cu_encoder_batch *bt = cu_encoder_get_batch(e);
+                int t_enc_b = bt->t_enc, He = w.he, J = w.J;
+                double worst = 0, worst_fp = 0;
+                for (int b = 0; b < B; b++) {
+                    int Te = rnnt_model_encoder_frames(m, frames[b]);
+                    float *sc = (float *)malloc((rnnt_cpu_encoder_scratch(m, frames[b]) + 1) * 4);
+                    float *ref = (float *)malloc(((size_t)Te * He + 1) * 4), *rfp = (float *)malloc(((size_t)Te * J + 1) * 4);
+                    assert_int_equal(rnnt_cpu_encode(m, feats[b], frames[b], ref, sc, NULL), Te);
+                    rnnt_cpu_joint_enc_proj(m, Te, ref, rfp);
+                    float *got = (float *)malloc(((size_t)Te * He + 1) * 4), *gfp = (float *)malloc(((size_t)Te * J + 1) * 4);
+                    for (int t = 0; t < Te; t++) {
+                        for (int j = 0; j < He; j++) got[(size_t)t * He + j] = f[((size_t)b * t_enc_b + t) * w.hep + j];
+                        for (int j = 0; j < J; j++)
+                            gfp[(size_t)t * J + j] = fp[((size_t)b * t_enc_b + t) * w.jp + j] + m->joint_enc_b[j];
+                    }
+                    double e1 = tu_rel_err(got, ref, (size_t)Te * He), e2 = tu_rel_err(gfp, rfp, (size_t)Te * J);
+                    double tol = dt == CU_F16 ? 3e-2 : 1e-4;
+                    if (!(e1 <= tol) || !(e2 <= tol))
+                        fail_msg("encoder %s %s graphs=%d utt %d (%d frames): rel err %.3g, joint proj %.3g", mc.name,
+                                 dt_name(dt), graphs, b, frames[b], e1, e2);
+                    if (e1 > worst) worst = e1;
+                    if (e2 > worst_fp) worst_fp = e2;
+                    free(sc);
+                    free(ref);
+                    free(rfp);
+                    free(got);
+                    free(gfp);
+                }
+                /* batch invariance at the encoder level: 3 utterances alone (another bucket) give bitwise
+                 * the same outputs as inside the batch of 17 */
+                float *f3, *fp3;
+                float *sub[3] = {feats[4], feats[2], feats[9]};
+                int sub_frames[3] = {frames[4], frames[2], frames[9]}, sub_idx[3] = {4, 2, 9};
+                run_encoder(e, &w, 3, sub, sub_frames, &f3, &fp3);
+                const cu_encoder_batch *b3 = cu_encoder_get_batch(e);
+                for (int i = 0; i < 3; i++) {
+                    int Te = rnnt_model_encoder_frames(m, sub_frames[i]);
+                    for (int t = 0; t < Te; t++)
+                        if (memcmp(&f3[((size_t)i * b3->t_enc + t) * w.hep], &f[((size_t)sub_idx[i] * t_enc_b + t) * w.hep],
+                                   (size_t)He * 4) ||
+                            memcmp(&fp3[((size_t)i * b3->t_enc + t) * w.jp], &fp[((size_t)sub_idx[i] * t_enc_b + t) * w.jp],
+                                   (size_t)J * 4))
+                            fail_msg("encoder %s %s: utterance %d frame %d differs between a batch of 17 and of 3",
+                                     mc.name, dt_name(dt), sub_idx[i], t);
+                }
+                printf("encoder %s %s graphs=%d: 17 utterances within %.2g (joint proj %.2g) of the CPU; bitwise "
+                       "batch-invariant; %.1f MiB of buffers\n",
+                       mc.name, dt_name(dt), graphs, worst, worst_fp, cu_encoder_device_bytes(e) / 1048576.0);
+                free(f);
+                free(fp);
+                free(f3);
+                free(fp3);
+                cu_encoder_free(e);
+            }
+            cu_weights_free(&w);
+        }
+        for (int b = 0; b < B; b++) free(feats[b]);
+        rnnt_model_free(m);
+        tu_rmdir(dir);
+    }
+    cublasDestroy(h);
+    CK(cudaFree(ws));
+    CK(cudaStreamDestroy(s));
+}
+
+/* ------------------------------------------------------------------ joint + argmax */
+
+static void check_joint(cu_dtype dt, rnnt_joint_act act, int M, int J, int n_out, uint64_t *seed)
+{
+    int jp = (int)cu_round_up(J, CU_PAD);
+    float *W = host_rand((size_t)n_out * jp, 1.0f / sqrtf((float)J), seed), *bo = host_rand((size_t)n_out, 0.5f, seed);
+    for (int o = 0; o < n_out; o++)
+        for (int j = J; j < jp; j++) W[(size_t)o * jp + j] = 0;
+    /* a tie: outputs 3 and 5 identical and far ahead, in row M-2 (when there are enough outputs) */
+    float *fpv = host_rand((size_t)M * jp, 2.0f, seed), *gpv = host_rand((size_t)M * jp, 2.0f, seed);
+    if (n_out > 5) {
+        memcpy(&W[(size_t)5 * jp], &W[(size_t)3 * jp], (size_t)jp * 4);
+        bo[3] = bo[5] = 40.0f;
+    }
+    if (M >= 3) fpv[(size_t)(M - 1) * jp + 1] = NAN; /* last row: not finite -> -1 */
+    void *dW = dev_put(W, (size_t)n_out * jp, dt);
+    float *dbo = (float *)dev_put(bo, (size_t)n_out, CU_F32), *dfp = (float *)dev_put(fpv, (size_t)M * jp, CU_F32);
+    float *dgp = (float *)dev_put(gpv, (size_t)M * jp, CU_F32);
+    int *tix = (int *)malloc((size_t)M * sizeof(int)), *dt_ix, *dk;
+    for (int b = 0; b < M; b++) tix[b] = b;
+    CK(cudaMalloc(&dt_ix, (size_t)M * sizeof(int)));
+    CK(cudaMalloc(&dk, (size_t)M * sizeof(int)));
+    CK(cudaMemset(dk, 0x7f, (size_t)M * sizeof(int)));
+    CK(cudaMemcpy(dt_ix, tix, (size_t)M * sizeof(int), cudaMemcpyHostToDevice));
+    RK(cu_joint_argmax(0, dt, act, M, J, n_out, dfp, jp, 0, NULL, dgp, jp, dW, jp, dbo, dt_ix, NULL, dk, err, errlen));
+    int *k = (int *)malloc((size_t)M * sizeof(int)), *want = (int *)malloc((size_t)M * sizeof(int));
+    CK(cudaMemcpy(k, dk, (size_t)M * sizeof(int), cudaMemcpyDeviceToHost));
+    /* the CPU twin on compact rows (it reads J-wide rows of W) */
+    float *Wc = (float *)malloc((size_t)n_out * J * 4);
+    for (int o = 0; o < n_out; o++) memcpy(&Wc[(size_t)o * J], &W[(size_t)o * jp], (size_t)J * 4);
+    struct rnnt_model jm;
+    memset(&jm, 0, sizeof jm);
+    jm.joint_dim = J;
+    jm.joint_act = act;
+    jm.joint_out_w = Wc;
+    jm.joint_out_b = bo;
+    jm.n_out = n_out;
+    const float **fr = (const float **)malloc((size_t)M * sizeof(float *)), **gr = (const float **)malloc((size_t)M * sizeof(float *));
+    for (int b = 0; b < M; b++) {
+        fr[b] = fpv + (size_t)b * jp;
+        gr[b] = gpv + (size_t)b * jp;
+    }
+    float *sc = (float *)malloc(((size_t)J + n_out) * 4);
+    rnnt_cpu_joint_argmax(&jm, M, fr, gr, want, sc);
+    int near = 0;
+    for (int b = 0; b < M; b++) {
+        if (k[b] == want[b]) continue;
+        /* fp32 sums in another order: accept a different index only at a near-tie (checked in double) */
+        double best = -INFINITY, second = -INFINITY;
+        for (int o = 0; o < n_out; o++) {
+            double z = bo[o];
+            for (int j = 0; j < J; j++) {
+                double v = (double)fpv[(size_t)b * jp + j] + gpv[(size_t)b * jp + j];
+                v = act == RNNT_JOINT_RELU ? (v > 0 ? v : 0) : tanh(v);
+                z += (double)Wc[(size_t)o * J + j] * v;
+            }
+            if (z > best) {
+                second = best;
+                best = z;
+            } else if (z > second)
+                second = z;
+        }
+        if (want[b] >= 0 && k[b] >= 0 && best - second < 1e-4 * (1 + fabs(best))) {
+            near++;
+            continue;
+        }
+        fail_msg("joint %s M=%d J=%d n_out=%d row %d: argmax %d, CPU %d (gap %.3g)", dt_name(dt), M, J, n_out, b, k[b], want[b],
+                 best - second);
+    }
+    if (n_out > 5 && M >= 3 && k[M - 2] != 3 && want[M - 2] == 3) fail_msg("joint: tie not resolved to the lowest index");
+    if (M >= 3 && k[M - 1] != -1) fail_msg("joint: non-finite row gave %d", k[M - 1]);
+    if (near > M / 10 + 1) fail_msg("joint: %d near-tie disagreements in %d rows", near, M);
+    CK(cudaFree(dW));
+    CK(cudaFree(dbo));
+    CK(cudaFree(dfp));
+    CK(cudaFree(dgp));
+    CK(cudaFree(dt_ix));
+    CK(cudaFree(dk));
+    free(W);
+    free(bo);
+    free(fpv);
+    free(gpv);
+    free(tix);
+    free(k);
+    free(want);
+    free(Wc);
+    free(fr);
+    free(gr);
+    free(sc);
+}
+
+static void test_joint(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 3;
+    static const int Ms[] = {1, 3, 17, 256}, Js[] = {18, 64, 200}, Os[] = {7, 33, 1030};
+    for (int dti = 0; dti < 2; dti++)
+        for (int a = 0; a < 2; a++)
+            for (int mi = 0; mi < 4; mi++)
+                for (int ji = 0; ji < 3; ji++)
+                    for (int oi = 0; oi < 3; oi++) check_joint((cu_dtype)dti, (rnnt_joint_act)a, Ms[mi], Js[ji], Os[oi], &seed);
+    printf("joint argmax: 144 cases match the CPU twin (ties to the lowest index, non-finite -> -1)\n");
+}
+
+/* ------------------------------------------------------------------ predictor step */
+
+static void check_pred(cu_dtype dt, rnnt_lstm_act act, int S, int I, int H, int from_emb, uint64_t *seed)
+{
+    int hp = (int)cu_round_up(H, CU_PAD), ip = (int)cu_round_up(I, CU_PAD), V = 11;
+    float bound = 1.0f / sqrtf((float)H);
+    float *wih = host_rand((size_t)4 * H * ip, bound, seed), *whh = host_rand((size_t)4 * H * hp, bound, seed);
+    float *bias = host_rand((size_t)4 * H, bound, seed);
+    size_t xrows = from_emb ? (size_t)(V + 1) : (size_t)2 * S;
+    float *xs = host_rand(xrows * ip, 1.5f, seed);
+    float *h = host_rand((size_t)2 * S * hp, 1.0f, seed), *c = host_rand((size_t)S * hp, 2.0f, seed);
+    int *e = (int *)malloc((size_t)S * 4), *k = (int *)malloc((size_t)S * 4), *emit = (int *)malloc((size_t)S * 4), n = 0;
+    for (int b = 0; b < S; b++) {
+        e[b] = 1 + (int)(tu_rand_next(seed) % 5);
+        k[b] = (int)(tu_rand_next(seed) % (V + 1));
+        if (tu_rand_next(seed) % 3) emit[n++] = b;
+    }
+    void *dwih = dev_put(wih, (size_t)4 * H * ip, dt), *dwhh = dev_put(whh, (size_t)4 * H * hp, dt);
+    float *dbias = (float *)dev_put(bias, (size_t)4 * H, CU_F32);
+    void *dx = dev_put(xs, xrows * ip, dt), *dh = dev_put(h, (size_t)2 * S * hp, dt);
+    float *dc = (float *)dev_put(c, (size_t)S * hp, CU_F32);
+    int *de, *dk, *demit, *dcount;
+    CK(cudaMalloc(&de, (size_t)S * 4));
+    CK(cudaMalloc(&dk, (size_t)S * 4));
+    CK(cudaMalloc(&demit, (size_t)S * 4));
+    CK(cudaMalloc(&dcount, 4));
+    CK(cudaMemcpy(de, e, (size_t)S * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dk, k, (size_t)S * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(demit, emit, (size_t)S * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dcount, &n, 4, cudaMemcpyHostToDevice));
+    RK(cu_pred_layer(0, dt, act, S, demit, dcount, de, dk, from_emb ? dx : NULL, from_emb ? NULL : dx, (size_t)S * ip, ip, I,
+                     dwih, ip, dwhh, hp, dbias, H, dh, (size_t)S * hp, hp, dc, hp, err, errlen));
+    /* and the joint projection of the new h */
+    int J = 13, jp = 16;
+    float *wp = host_rand((size_t)J * hp, bound, seed), *jb = host_rand((size_t)J, 0.5f, seed);
+    void *dwp = dev_put(wp, (size_t)J * hp, dt);
+    float *djb = (float *)dev_put(jb, (size_t)J, CU_F32), *dgp = (float *)dev_poison((size_t)S * jp * 4);
+    RK(cu_pred_proj(0, dt, S, demit, dcount, de, dh, (size_t)S * hp, hp, H, dwp, hp, djb, J, dgp, jp, err, errlen));
+    CK(cudaDeviceSynchronize());
+    float *hg = (float *)malloc((size_t)2 * S * hp * 4), *cg = (float *)malloc((size_t)S * hp * 4), *gp = (float *)malloc((size_t)S * jp * 4);
+    dev_get(hg, dh, (size_t)2 * S * hp, dt);
+    CK(cudaMemcpy(cg, dc, (size_t)S * hp * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gp, dgp, (size_t)S * jp * 4, cudaMemcpyDeviceToHost));
+    /* CPU twin: rnnt_cpu_lstm_step on compact weights */
+    float *Wi = (float *)malloc((size_t)4 * H * I * 4), *Wh = (float *)malloc((size_t)4 * H * H * 4);
+    for (int r = 0; r < 4 * H; r++) {
+        memcpy(&Wi[(size_t)r * I], &wih[(size_t)r * ip], (size_t)I * 4);
+        memcpy(&Wh[(size_t)r * H], &whh[(size_t)r * hp], (size_t)H * 4);
+    }
+    rnnt_lstm_layer L;
+    memset(&L, 0, sizeof L);
+    L.input = I;
+    L.hidden = H;
+    L.time_stack = 1;
+    L.w_ih = Wi;
+    L.w_hh = Wh;
+    L.bias = bias;
+    float *sc = (float *)malloc(rnnt_cpu_lstm_step_scratch(&L, 1) * 4), *hr = (float *)malloc((size_t)H * 4),
+          *cr = (float *)malloc((size_t)H * 4);
+    char *is_emit = (char *)calloc((size_t)S, 1);
+    for (int r = 0; r < n; r++) is_emit[emit[r]] = 1;
+    for (int b = 0; b < S; b++) {
+        int pin = (e[b] - 1) & 1, pout = e[b] & 1;
+        if (!is_emit[b]) {
+            if (memcmp(&cg[(size_t)b * hp], &c[(size_t)b * hp], (size_t)H * 4)) fail_msg("pred: c of a non-emitter changed");
+            for (int q = 0; q < 2; q++)
+                for (int j = 0; j < H; j++)
+                    if (hg[((size_t)q * S + b) * hp + j] != h[((size_t)q * S + b) * hp + j]) fail_msg("pred: h of a non-emitter changed");
+            for (int o = 0; o < J; o++)
+                if (!isnan(gp[(size_t)b * jp + o])) fail_msg("pred proj wrote a non-emitter's row");
+            continue;
+        }
+        const float *x = from_emb ? &xs[(size_t)k[b] * ip] : &xs[((size_t)pout * S + b) * ip];
+        memcpy(hr, &h[((size_t)pin * S + b) * hp], (size_t)H * 4);
+        memcpy(cr, &c[(size_t)b * hp], (size_t)H * 4);
+        rnnt_cpu_lstm_step(&L, act, 1, x, I, hr, cr, sc);
+        for (int j = 0; j < H; j++) {
+            float gh = hg[((size_t)pout * S + b) * hp + j], gc = cg[(size_t)b * hp + j];
+            if (!(fabsf(gh - rnd_dt(hr[j], dt)) <= (dt == CU_F16 ? 2e-3f : 1e-5f)) || !(fabsf(gc - cr[j]) <= 1e-5f * (1 + fabsf(cr[j]))))
+                fail_msg("pred %s %s S=%d I=%d H=%d emb=%d slot %d unit %d: h %g (want %g) c %g (want %g)", dt_name(dt),
+                         act == RNNT_ACT_HARD ? "hard" : "soft", S, I, H, from_emb, b, j, gh, hr[j], gc, cr[j]);
+            if (hg[((size_t)pin * S + b) * hp + j] != h[((size_t)pin * S + b) * hp + j]) fail_msg("pred: old parity overwritten");
+        }
+        for (int o = 0; o < J; o++) {
+            double z = jb[o];
+            for (int j = 0; j < H; j++) z += (double)wp[(size_t)o * hp + j] * rnd_dt(hr[j], dt);
+            if (!(fabs(gp[(size_t)b * jp + o] - z) <= (dt == CU_F16 ? 5e-3 : 1e-4) * (1 + fabs(z))))
+                fail_msg("pred proj %s slot %d out %d: %g, want %g", dt_name(dt), b, o, gp[(size_t)b * jp + o], z);
+        }
+    }
+    CK(cudaFree(dwih));
+    CK(cudaFree(dwhh));
+    CK(cudaFree(dbias));
+    CK(cudaFree(dx));
+    CK(cudaFree(dh));
+    CK(cudaFree(dc));
+    CK(cudaFree(de));
+    CK(cudaFree(dk));
+    CK(cudaFree(demit));
+    CK(cudaFree(dcount));
+    CK(cudaFree(dwp));
+    CK(cudaFree(djb));
+    CK(cudaFree(dgp));
+    free(wih);
+    free(whh);
+    free(bias);
+    free(xs);
+    free(h);
+    free(c);
+    free(e);
+    free(k);
+    free(emit);
+    free(hg);
+    free(cg);
+    free(gp);
+    free(Wi);
+    free(Wh);
+    free(sc);
+    free(hr);
+    free(cr);
+    free(is_emit);
+    free(wp);
+    free(jb);
+}
+
+static void test_pred(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 4;
+    static const int Ss[] = {1, 3, 17, 70}, shapes[][2] = {{19, 23}, {32, 320}, {320, 65}};
+    int n = 0;
+    for (int dti = 0; dti < 2; dti++)
+        for (int a = 0; a < 2; a++)
+            for (int si = 0; si < 4; si++)
+                for (int sh = 0; sh < 3; sh++)
+                    for (int emb = 0; emb < 2; emb++) {
+                        check_pred((cu_dtype)dti, (rnnt_lstm_act)a, Ss[si], shapes[sh][0], shapes[sh][1], emb, &seed);
+                        n++;
+                    }
+    printf("predictor step + projection: %d cases match the CPU twin; non-emitters untouched\n", n);
+}
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP: no usable CUDA device\n");
+        return 77;
+    }
+    const char *s = getenv("RNNT_TEST_SEED");
+    g_seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu\n", (unsigned long long)g_seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_joint),
+        cmocka_unit_test(test_pred), cmocka_unit_test(test_encoder),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
