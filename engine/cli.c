@@ -51,7 +51,7 @@ static void print_result(const rnnt_model *m, const char *file, const rnnt_resul
     json_t *o = json_pack("{s:s, s:s, s:o, s:i, s:i, s:i}", "file", file, "text", res->text ? res->text : "", "tokens", toks,
                           "encoder_frames", res->encoder_frames, "frames_skipped", res->frames_skipped, "decode_steps",
                           res->decode_steps);
-    char *s = json_dumps(o, JSON_COMPACT);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
     if (s) puts(s);
     free(s);
     json_decref(o);

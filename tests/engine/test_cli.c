@@ -69,9 +69,9 @@ static void test_transcribes_golden(void **state)
         if (strcmp(out, line)) fail_msg("CLI printed\n%s\nexpected\n%s", out, line);
         snprintf(cmd, sizeof cmd, "%s --json --model %s %s", cli(), dir, npy);
         assert_int_equal(run(cmd, out, sizeof out), 0);
-        assert_non_null(strstr(out, "\"tokens\": ["));
+        assert_non_null(strstr(out, "\"tokens\":["));
         char frag[4096];
-        snprintf(frag, sizeof frag, "\"text\": \"%s\"", want);
+        snprintf(frag, sizeof frag, "\"text\":\"%s\"", want);
         if (!strstr(out, frag)) fail_msg("JSON output lacks %s:\n%s", frag, out);
         free(want);
         checked++;
