@@ -34,6 +34,9 @@ static const cfg_key g_keys[] = {
         "Open connections accepted at once; further connections are refused."),
     INT("server.connection_timeout_s", connection_timeout_s, 1, 3600, 30, 0,
         "A connection idle (or a client sending nothing) this long is closed."),
+    INT("server.request_timeout_s", request_timeout_s, 1, 86400, 120, 1,
+        "An upload still incomplete this long after its headers gets 408 and is closed (bounds\n"
+        "clients that trickle a body to hold memory and a connection)."),
     INT("server.drain_timeout_s", drain_timeout_s, 0, 3600, 30, 1,
         "On SIGTERM/SIGINT: stop accepting, answer every accepted request, but wait at most this\n"
         "long; requests still queued then are answered 503."),
@@ -59,8 +62,8 @@ static const cfg_key g_keys[] = {
     INT("limits.max_body_bytes", max_body_bytes, 1024, 1LL << 34, 64LL << 20, 1,
         "Largest request body (any type); larger uploads get 413 as soon as the cap is crossed."),
     INT("limits.max_json_bytes", max_json_bytes, 1024, 1LL << 34, 16LL << 20, 1,
-        "Largest JSON body. Parsed JSON takes several times its size in memory (bounded by\n"
-        "max_frames); prefer .npy bodies for long audio."),
+        "Largest JSON body (the smaller of this and max_body_bytes applies). Parsed JSON takes\n"
+        "several times its size in memory (bounded by max_frames); prefer .npy for long audio."),
     INT("limits.max_frames", max_frames, 1, 10000000, 6000, 1,
         "Feature frames per request at most (6000 = 60 s at a 10 ms hop); more gets 413.\n"
         "Each worker allocates scratch for max_batch utterances of this length."),
@@ -328,9 +331,6 @@ int cfg_load_file(cfg *c, const char *path, char *err, size_t errlen)
 
 int cfg_validate(const cfg *c, char *err, size_t errlen)
 {
-    if (c->max_json_bytes > c->max_body_bytes)
-        return fail(err, errlen, "limits.max_json_bytes (%lld) exceeds limits.max_body_bytes (%lld)",
-                    c->max_json_bytes, c->max_body_bytes);
     if (c->max_body_bytes > c->max_pending_bytes)
         return fail(err, errlen,
                     "limits.max_body_bytes (%lld) exceeds limits.max_pending_bytes (%lld)",

@@ -20,6 +20,7 @@ typedef struct {
     long long http_threads;
     long long max_connections;
     long long connection_timeout_s;
+    long long request_timeout_s;
     long long drain_timeout_s;
     char auth_token_file[CFG_PATH_MAX];
     /* model */

@@ -217,7 +217,7 @@ static enum MHD_Result serve_get(http_req *r, const char *url)
         return send_json(r, 200, json_pack("{s:s}", "status", "alive"));
     if (strcmp(url, "/health/ready") == 0) {
         if (atomic_load(&s->draining))
-            return send_error(r, 503, "draining", RETRY_AFTER_S, "the server is shutting down");
+            return send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
         if (!atomic_load(&s->ready))
             return send_error(r, 503, "not_ready", RETRY_AFTER_S, "the model is still loading");
         return send_json(r, 200, json_pack("{s:s}", "status", "ready"));
@@ -367,7 +367,11 @@ static int raw_error(http_req *r, const srv_err *e)
     int hl = snprintf(head, sizeof head,
                       "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
                       "X-Request-Id: %s\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
-                      e->status, e->status == 413 ? "Payload Too Large" : "Service Unavailable", r->id,
+                      e->status,
+                      e->status == 413   ? "Payload Too Large"
+                      : e->status == 408 ? "Request Timeout"
+                                         : "Service Unavailable",
+                      r->id,
                       blen + 1);
     char msg[1024];
     int ok = hl > 0 && (size_t)hl + blen + 1 < sizeof msg;
@@ -392,6 +396,20 @@ static enum MHD_Result on_body(http_req *r, const char *data, size_t *size)
          * then give up on the connection rather than read without end. */
         r->discarded += n;
         return r->discarded > r->limit ? MHD_NO : MHD_YES;
+    }
+    if (sched_now() - r->t0 > (double)atomic_load(&r->s->request_timeout_s)) {
+        srv_err_set(&r->err, 408, "request_timeout", "the upload took longer than server.request_timeout_s");
+        free(r->body);
+        r->body = NULL;
+        release(r, r->reserved);
+        r->len = r->cap = 0;
+        r->discarded = r->limit + 1; /* close at the next piece */
+        if (raw_error(r, &r->err) == 0) {
+            r->status = r->err.status;
+            r->code = r->err.code;
+            r->raw_replied = 1;
+        }
+        return MHD_NO;
     }
     if (r->len + n > r->limit) {
         srv_err_set(&r->err, 413, "payload_too_large", "body larger than %zu bytes (limits.max_%s_bytes)",

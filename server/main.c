@@ -1,9 +1,12 @@
 /* main.c — rnntd: flags, start-up, the signal loop (SIGHUP reload, SIGTERM/SIGINT drain), shutdown.
- * Signals are blocked in every thread and taken synchronously here with sigtimedwait(), so no code
- * runs in signal context at all. Exit status: 0 after a clean shutdown, 1 a start-up failure,
+ * The signal handlers only write the signal number to a self-pipe that the main loop polls (a
+ * signal may land on any thread, including OpenBLAS's, which start before main and so cannot all
+ * be given a blocking mask). Exit status: 0 after a clean shutdown, 1 a start-up failure,
  * 2 a usage or configuration error. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,40 @@ typedef struct {
     const char *values[MAX_OVERRIDES];
     int n;
 } cmdline;
+
+static int g_sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t w = write(g_sig_pipe[1], &c, 1); /* async-signal-safe; a full pipe drops a duplicate */
+    (void)w;
+    errno = saved;
+}
+
+static int install_signals(void)
+{
+    if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK)) return -1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || sigaction(SIGHUP, &sa, NULL))
+        return -1;
+    signal(SIGPIPE, SIG_IGN); /* MHD sends with MSG_NOSIGNAL, but be sure */
+    return 0;
+}
+
+/* Waits up to timeout_ms for a signal; returns its number or 0. */
+static int next_signal(int timeout_ms)
+{
+    struct pollfd p = {g_sig_pipe[0], POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return 0;
+    unsigned char c;
+    return read(g_sig_pipe[0], &c, 1) == 1 ? c : 0;
+}
 
 eng *srv_engine(srv *s)
 {
@@ -73,6 +110,7 @@ static void apply_reloadable(srv *s, const cfg *c)
     atomic_store(&s->max_body_bytes, c->max_body_bytes);
     atomic_store(&s->max_json_bytes, c->max_json_bytes);
     atomic_store(&s->max_pending_bytes, c->max_pending_bytes);
+    atomic_store(&s->request_timeout_s, c->request_timeout_s);
     atomic_store(&s->log_requests, (int)c->log_requests);
     log_set_level((log_level)c->log_level);
     if (s->sched) sched_set_limits(s->sched, (int)c->max_batch, c->max_delay_us, (int)c->max_queue);
@@ -167,13 +205,14 @@ static void drain(srv *s)
     log_msg(LOG_INFO, "msg=\"shutting down: draining\" in_flight=%lld drain_timeout_s=%lld",
             atomic_load(&s->in_flight), s->c.drain_timeout_s);
     http_quiesce(s);
-    sched_close(s->sched);
+    sched_flush(s->sched);
     double deadline = sched_now() + (double)s->c.drain_timeout_s;
     wait_until(&s->in_flight, deadline);
-    if (atomic_load(&s->in_flight) > 0) {
-        int n = sched_cancel_waiting(s->sched);
-        log_msg(LOG_WARN, "msg=\"drain timeout\" in_flight=%lld cancelled=%d", atomic_load(&s->in_flight), n);
-    }
+    long long left = atomic_load(&s->in_flight);
+    /* From here no job is accepted (late ones get 503), so nothing new gets suspended. */
+    int n = sched_cancel_waiting(s->sched);
+    if (left > 0)
+        log_msg(LOG_WARN, "msg=\"drain timeout\" in_flight=%lld cancelled=%d", left, n);
     /* Batches already running always finish (decoding is finite); their connections get resumed. */
     if (sched_wait_idle(s->sched, 600.0))
         log_msg(LOG_ERROR, "msg=\"engine workers still busy after 600 s\"");
@@ -253,15 +292,11 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    /* Block the signals we take synchronously before any thread exists, so every thread inherits
-     * the mask; SIGPIPE is ignored (MHD sends with MSG_NOSIGNAL, but be sure). */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    if (install_signals()) {
+        fprintf(stderr, "rnntd: cannot install signal handlers: %s\n", strerror(errno));
+        auth_free(a);
+        return 1;
+    }
 
     pthread_mutex_init(&s->mu, NULL);
     s->auth = a;
@@ -313,9 +348,7 @@ int main(int argc, char **argv)
 
     double next_status = sched_now() + STATUS_EVERY_S;
     for (;;) {
-        struct timespec ts = {1, 0};
-        siginfo_t si;
-        int sig = sigtimedwait(&set, &si, &ts);
+        int sig = next_signal(1000);
         if (sig == SIGHUP) {
             reload(s, &cl);
         } else if (sig == SIGTERM || sig == SIGINT) {

@@ -63,7 +63,7 @@ static histo h_audio = {"rnntd_request_audio_seconds", "Audio length of each tra
 static histo *const g_histos[] = {&h_request, &h_queue, &h_compute, &h_batch, &h_audio};
 
 /* Status codes we count individually; anything else lands in the last slot. */
-static const unsigned g_codes[] = {200, 400, 401, 404, 405, 411, 413, 415, 422, 429, 500, 503, 0};
+static const unsigned g_codes[] = {200, 400, 401, 404, 405, 408, 411, 413, 415, 422, 429, 500, 503, 0};
 #define N_CODES (sizeof g_codes / sizeof g_codes[0])
 static const char *const g_ep_names[EP_COUNT] = {"transcribe", "health", "metrics", "other"};
 static const char *const g_reject_names[REJECT_COUNT] = {"queue_full", "memory", "draining",

@@ -16,7 +16,9 @@ struct sched {
     sched_job *head, *tail; /* FIFO by submit time */
     int depth;
     int busy;
-    int closed, stop;
+    int flushing; /* no waiting for max_delay (draining) */
+    int closed;   /* no new jobs */
+    int stop;
     sched_params p;
     sched_exec x;
     int n_threads;
@@ -144,7 +146,7 @@ static void *worker_main(void *arg)
         int cap = s->p.max_batch;
         if (oldest->batch_cap < cap) cap = oldest->batch_cap;
         if (cap < 1) cap = 1;
-        if (!s->closed && !s->stop) {
+        if (!s->flushing && !s->closed && !s->stop) {
             double deadline = oldest->t_submit + (double)s->p.max_delay_us * 1e-6;
             if (count_group(s, oldest->group, cap) < cap && sched_now() < deadline) {
                 timed_wait(s, deadline);
@@ -269,10 +271,10 @@ void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_q
     pthread_mutex_unlock(&s->mu);
 }
 
-void sched_close(sched *s)
+void sched_flush(sched *s)
 {
     pthread_mutex_lock(&s->mu);
-    s->closed = 1;
+    s->flushing = 1;
     pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
 }
@@ -296,6 +298,7 @@ int sched_wait_idle(sched *s, double timeout_s)
 int sched_cancel_waiting(sched *s)
 {
     pthread_mutex_lock(&s->mu);
+    s->closed = 1;
     sched_job *list = s->head;
     s->head = s->tail = NULL;
     s->depth = 0;
@@ -318,7 +321,6 @@ int sched_cancel_waiting(sched *s)
 void sched_free(sched *s)
 {
     if (!s) return;
-    sched_close(s);
     sched_cancel_waiting(s);
     pthread_mutex_lock(&s->mu);
     s->stop = 1;

@@ -51,17 +51,20 @@ typedef struct {
 typedef enum { SCHED_OK = 0, SCHED_FULL, SCHED_CLOSED, SCHED_NOMEM, SCHED_INVALID } sched_status;
 
 sched_status sched_create(const sched_params *p, const sched_exec *x, sched **out);
-/* Queues j, or refuses at once: SCHED_FULL when max_queue jobs wait, SCHED_CLOSED after close. */
+/* Queues j, or refuses at once: SCHED_FULL when max_queue jobs wait, SCHED_CLOSED after
+ * sched_cancel_waiting(). */
 sched_status sched_submit(sched *s, sched_job *j);
 /* New max_batch / max_delay_us / max_queue (workers is fixed at creation). */
 void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_queue);
-/* Stops accepting jobs; from now on waiting jobs are run without waiting for max_delay. */
-void sched_close(sched *s);
+/* Shutdown, step 1: from now on batches start without waiting for max_delay (jobs are still
+ * accepted: requests that were already being received when the drain began still get decoded). */
+void sched_flush(sched *s);
 /* Waits until no job is queued or running, or until `timeout_s` passes: 0 when idle, -1 on timeout. */
 int sched_wait_idle(sched *s, double timeout_s);
-/* Removes every waiting job and calls its done() with SCHED_CANCELLED; returns how many. */
+/* Shutdown, step 2: refuses all further jobs (SCHED_CLOSED), removes every waiting job and calls
+ * its done() with SCHED_CANCELLED; returns how many. Running batches finish normally. */
 int sched_cancel_waiting(sched *s);
-/* Closes, cancels what still waits, waits for running batches, joins the workers, frees. */
+/* Cancels what still waits, waits for running batches, joins the workers, frees. */
 void sched_free(sched *s);
 
 int sched_queue_depth(sched *s);

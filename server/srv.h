@@ -32,7 +32,7 @@ typedef struct srv {
     _Atomic unsigned long long next_id;
 
     /* Reloadable limits, read by the request handlers. */
-    _Atomic long long max_body_bytes, max_json_bytes, max_pending_bytes;
+    _Atomic long long max_body_bytes, max_json_bytes, max_pending_bytes, request_timeout_s;
     _Atomic int log_requests;
 
     _Atomic long long reloads_ok, reloads_failed;

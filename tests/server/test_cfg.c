@@ -229,9 +229,8 @@ static void test_flags_and_validate(void **st)
     assert_string_equal(c.listen, "::1");
 
     cfg_defaults(&c);
-    c.max_json_bytes = c.max_body_bytes + 1;
-    assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
-    assert_non_null(strstr(err, "limits.max_json_bytes"));
+    c.max_json_bytes = c.max_body_bytes + 1; /* allowed: the smaller cap applies */
+    assert_int_equal(cfg_validate(&c, err, sizeof err), 0);
     cfg_defaults(&c);
     c.max_body_bytes = c.max_pending_bytes + 1;
     c.max_json_bytes = 1024;

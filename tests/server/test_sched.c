@@ -275,7 +275,8 @@ static void test_queue_full(void **st)
     sched_free(s);
 }
 
-/* close: no new jobs; waiting jobs still run, immediately. cancel: waiting jobs get CANCELLED. */
+/* flush: waiting jobs run at once, new ones are still taken. cancel: waiting jobs get CANCELLED
+ * and new ones are refused. */
 static void test_close_and_cancel(void **st)
 {
     (void)st;
@@ -286,13 +287,17 @@ static void test_close_and_cancel(void **st)
         init_job(&a[i], i, 10, &G1);
         assert_int_equal(sched_submit(s, &a[i].sj), SCHED_OK);
     }
-    sched_close(s); /* the 10 s delay no longer applies */
+    sched_flush(s); /* the 10 s delay no longer applies */
     assert_true(wait_done(2, 5));
     assert_int_equal(a[0].sj.outcome, SCHED_RAN);
     tjob late;
     init_job(&late, 9, 10, &G1);
-    assert_int_equal(sched_submit(s, &late.sj), SCHED_CLOSED);
+    assert_int_equal(sched_submit(s, &late.sj), SCHED_OK);
+    assert_true(wait_done(3, 5));
+    assert_int_equal(late.sj.outcome, SCHED_RAN);
     assert_int_equal(sched_wait_idle(s, 5), 0);
+    assert_int_equal(sched_cancel_waiting(s), 0);
+    assert_int_equal(sched_submit(s, &late.sj), SCHED_CLOSED);
     sched_free(s);
 
     rec_reset();

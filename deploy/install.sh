@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs rnntd as a systemd service: binary, configuration, model, unit, service user.
+#
+#   deploy/install.sh [--build-dir DIR] [--prefix DIR] [--model DIR] [--destdir DIR] [--no-systemd]
+#
+#   --build-dir DIR  a configured and built CMake tree (default: build)
+#   --prefix DIR     installation prefix (default: /usr/local)
+#   --model DIR      model directory to install as PREFIX/share/rnntd/model
+#                    (default: models/en-char-small when it holds a model)
+#   --destdir DIR    stage everything under DIR instead of / (packaging, tests); implies --no-systemd
+#   --no-systemd     do not create the user or touch systemctl
+#
+# Puts: PREFIX/bin/rnntd, PREFIX/share/rnntd/{openapi.yaml,rnntd.yaml,model/},
+#       /etc/rnntd/rnntd.yaml (only when absent: an edited configuration is never overwritten),
+#       /etc/systemd/system/rnntd.service. Then creates the system user rnntd, reloads systemd and
+#       enables the service (start it with: systemctl start rnntd).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build prefix=/usr/local model="" destdir="" systemd=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --prefix) prefix=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --destdir) destdir=$2; systemd=0; shift 2 ;;
+    --no-systemd) systemd=0; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$model" ] && [ -f models/en-char-small/model.yaml ]; then model=models/en-char-small; fi
+if [ ! -x "$build/server/rnntd" ]; then
+  echo "install.sh: $build/server/rnntd not built (cmake -S . -B $build && cmake --build $build)" >&2
+  exit 1
+fi
+if [ -n "$model" ]; then
+  for f in model.yaml weights.safetensors tokens.txt; do
+    [ -f "$model/$f" ] || { echo "install.sh: $model has no $f" >&2; exit 1; }
+  done
+fi
+if [ "$systemd" = 1 ] && [ "$(id -u)" != 0 ]; then
+  echo "install.sh: run as root (or use --destdir DIR / --no-systemd)" >&2
+  exit 1
+fi
+
+root=${destdir%/}
+share=$root$prefix/share/rnntd
+etc=$root/etc/rnntd
+unitdir=$root/etc/systemd/system
+
+DESTDIR=$root cmake --install "$build" --prefix "$prefix" >/dev/null
+install -d -m 0755 "$share" "$etc" "$unitdir"
+if [ -n "$model" ]; then
+  rm -rf "$share/model.new"
+  install -d -m 0755 "$share/model.new"
+  install -m 0644 "$model/model.yaml" "$model/weights.safetensors" "$model/tokens.txt" "$share/model.new/"
+  rm -rf "$share/model"
+  mv "$share/model.new" "$share/model"
+fi
+if [ ! -e "$etc/rnntd.yaml" ]; then
+  sed "s|^  path: \"/usr/local/share/rnntd/model\"|  path: \"$prefix/share/rnntd/model\"|" conf/rnntd.yaml >"$etc/rnntd.yaml"
+  chmod 0644 "$etc/rnntd.yaml"
+  echo "installed $etc/rnntd.yaml"
+else
+  echo "kept the existing $etc/rnntd.yaml (the shipped one is $share/rnntd.yaml)"
+fi
+sed -e "s|/usr/local/bin/rnntd|$prefix/bin/rnntd|" -e "s|/usr/local/share/rnntd|$prefix/share/rnntd|" \
+  deploy/rnntd.service >"$unitdir/rnntd.service"
+chmod 0644 "$unitdir/rnntd.service"
+"$root$prefix/bin/rnntd" --check-config --config "$etc/rnntd.yaml" >/dev/null
+
+if [ "$systemd" = 1 ]; then
+  if ! getent passwd rnntd >/dev/null; then
+    useradd --system --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin \
+      --user-group rnntd
+    echo "created the system user rnntd"
+  fi
+  systemctl daemon-reload
+  systemctl enable rnntd.service
+  echo "enabled rnntd.service; start it with: systemctl start rnntd"
+fi
+echo "rnntd installed under ${root:-/}${prefix}"

@@ -1,0 +1,187 @@
+"""Dynamic batching through HTTP: many concurrent clients all get correct answers, batches really
+form (visible in /metrics), a transcript is the same alone or in a batch, and overload is refused
+at once with 503 + Retry-After."""
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (MODEL, SLOW, Daemon, DaemonTest, cli_transcripts, json_body, npy_bytes, random_features,
+                     read_npy, readb, sample_files)
+from test_api import make_inputs
+
+
+def run_threads(n, fn, timeout):
+    """Runs fn(i) on n threads started together; returns their results (exceptions re-raised)."""
+    results, errors = [None] * n, []
+    barrier = threading.Barrier(n)
+
+    def body(i):
+        try:
+            barrier.wait(timeout)
+            results[i] = fn(i)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+        if t.is_alive():
+            raise AssertionError("a client thread did not finish in %ss" % timeout)
+    if errors:
+        raise errors[0]
+    return results
+
+
+class Batching(DaemonTest):
+    # Batches of up to 8, formed within 30 ms: concurrent clients share batches.
+    config = "batching:\n  max_batch: 8\n  max_delay_us: 30000\n  max_queue: 64\n"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.mkdtemp(prefix="rnntd-batch-")
+        cls.inputs = make_inputs(cls.dim, cls.tmp, lengths=(3, 17, 29, 64, 100, 101, 180, 257, 400, 512), seed=7)
+        cls.ref = cli_transcripts(MODEL, [p for p, _, _ in cls.inputs])
+        cls.bodies = [readb(p) for p, _, _ in cls.inputs]
+
+    def test_1_alone_vs_batched(self):
+        # Alone: one request at a time (no one to batch with).
+        alone = []
+        for (_, rows, _), body in zip(self.inputs, self.bodies):
+            st, _, doc = self.d.transcribe(body, "application/x-npy")
+            self.assertEqual(st, 200, doc)
+            self.assertEqual(doc["batch_size"], 1 if rows else 0)  # zero frames skip the engine
+            alone.append(doc)
+        before = self.d.metrics()
+        # Batched: all at once, several rounds.
+        n = len(self.bodies)
+        for rnd in range(3):
+            docs = run_threads(n, lambda i: self.d.transcribe(self.bodies[i], "application/x-npy"), 60 * SLOW)
+            sizes = []
+            for i, (st, _, doc) in enumerate(docs):
+                self.assertEqual(st, 200, doc)
+                self.assertEqual(doc["text"], alone[i]["text"])
+                self.assertEqual(doc["tokens"], alone[i]["tokens"])  # ids, tokens, frames and times
+                self.assertEqual(doc["text"], self.ref[self.inputs[i][0]]["text"])
+                sizes.append(doc["batch_size"])
+            self.assertGreater(max(sizes), 1, "no batch formed in round %d: %s" % (rnd, sizes))
+        after = self.d.metrics()
+        batches = after["rnntd_batches_total"] - before["rnntd_batches_total"]
+        items = after["rnntd_batch_utterances_total"] - before["rnntd_batch_utterances_total"]
+        self.assertEqual(items, 3 * sum(1 for _, rows, _ in self.inputs if rows))
+        self.assertLess(batches, items)  # mean batch size above 1
+        self.assertGreater(after["rnntd_padding_frames_total"], 0)  # different lengths shared batches
+        self.assertLess(after['rnntd_batch_size_bucket{le="1"}'], after["rnntd_batch_size_count"])
+
+    def test_2_many_clients(self):
+        # 16 clients x 8 requests each on keep-alive connections, JSON and npy mixed.
+        n_clients, per = 16, 8
+
+        def client(c):
+            conn = self.d.conn(timeout=60)
+            out = []
+            try:
+                for k in range(per):
+                    i = (c * 7 + k * 3) % len(self.inputs)
+                    path, rows, vals = self.inputs[i]
+                    if (c + k) % 2:
+                        st, _, doc = self.d.transcribe(self.bodies[i], "application/x-npy", conn=conn)
+                    else:
+                        st, _, doc = self.d.transcribe(json_body(rows, self.dim, vals), conn=conn)
+                    out.append((i, st, doc))
+            finally:
+                conn.close()
+            return out
+
+        before = self.d.metrics()
+        t0 = time.monotonic()
+        results = run_threads(n_clients, client, 120 * SLOW)
+        elapsed = time.monotonic() - t0
+        sizes = []
+        for out in results:
+            self.assertEqual(len(out), per)
+            for i, st, doc in out:
+                self.assertEqual(st, 200, doc)
+                ref = self.ref[self.inputs[i][0]]
+                self.assertEqual(doc["text"], ref["text"])
+                self.assertEqual([t["id"] for t in doc["tokens"]], [t["id"] for t in ref["tokens"]])
+                self.assertEqual([t["frame"] for t in doc["tokens"]], [t["frame"] for t in ref["tokens"]])
+                sizes.append(doc["batch_size"])
+        after = self.d.metrics()
+        ok = after['rnntd_requests_total{endpoint="transcribe",code="200"}'] - \
+            before['rnntd_requests_total{endpoint="transcribe",code="200"}']
+        self.assertEqual(ok, n_clients * per)
+        batches = after["rnntd_batches_total"] - before["rnntd_batches_total"]
+        self.assertLess(batches, n_clients * per / 2, "mean batch below 2: sizes %s" % sizes)
+        self.assertLessEqual(max(sizes), 8)
+        self.assertEqual(after["rnntd_requests_in_flight"], 1)  # the /metrics request itself
+        self.assertEqual(after["rnntd_pending_bytes"], 0)
+        print("\n  %d requests from %d clients in %.2fs, mean batch %.2f" %
+              (n_clients * per, n_clients, elapsed, sum(sizes) / len(sizes)), file=sys.stderr)
+        h = json.loads(self.d.request("GET", "/health")[2])
+        self.assertGreater(h["mean_batch_size"], 1)
+        self.assertGreater(h["audio_seconds"], 0)
+        self.assertGreater(h["real_time_factor"], 0)
+
+
+class Overload(DaemonTest):
+    # Jobs wait up to 3 s for a batch of 64 that never fills; only 4 may wait.
+    config = "batching:\n  max_batch: 64\n  max_delay_us: 3000000\n  max_queue: 4\n"
+
+    def test_queue_full_503(self):
+        body = json_body(5, self.dim, random_features(5, self.dim, 3))
+
+        def one(i):
+            t0 = time.monotonic()
+            st, hd, doc = self.d.transcribe(body, timeout=30)
+            return st, hd, doc, time.monotonic() - t0
+
+        res = run_threads(10, one, 60 * SLOW)
+        ok = [r for r in res if r[0] == 200]
+        busy = [r for r in res if r[0] == 503]
+        self.assertEqual((len(ok), len(busy)), (4, 6), [r[0] for r in res])
+        for st, hd, doc, dt in busy:
+            self.assertError(st, hd, doc, 503, "queue_full")
+            self.assertEqual(hd["retry-after"], "1")
+            self.assertLess(dt, 2.0 * SLOW)  # refused at once, not after the queue drained
+        for st, hd, doc, dt in ok:
+            self.assertEqual(doc["batch_size"], 4)
+            self.assertGreater(dt, 2.5)
+        m = self.d.metrics()
+        self.assertEqual(m['rnntd_rejected_total{reason="queue_full"}'], 6)
+        self.assertEqual(m['rnntd_requests_total{endpoint="transcribe",code="503"}'], 6)
+
+
+class MemoryBudget(DaemonTest):
+    # At most 1 MiB of bodies and features in memory; queued requests hold theirs for 3 s.
+    config = ("batching:\n  max_batch: 64\n  max_delay_us: 3000000\n"
+              "limits:\n  max_pending_bytes: 1048576\n  max_body_bytes: 1048576\n  max_frames: 200000\n")
+
+    def test_pending_bytes_503(self):
+        rows = 300 * 1024 // (4 * self.dim)  # ~300 KiB of float32
+        body = npy_bytes(rows, self.dim, random_features(rows, self.dim, 5))
+
+        def one(i):
+            return self.d.transcribe(body, "application/x-npy", timeout=30)
+
+        res = run_threads(5, one, 60 * SLOW)
+        codes = sorted(r[0] for r in res)
+        self.assertIn(200, codes)
+        self.assertIn(503, codes)
+        for st, hd, doc in res:
+            if st == 503:
+                self.assertError(st, hd, doc, 503, "overloaded")
+        m = self.d.metrics()
+        self.assertGreater(m['rnntd_rejected_total{reason="memory"}'], 0)
+        self.assertEqual(m["rnntd_pending_bytes"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
