@@ -49,7 +49,7 @@ class Case:
 
 
 CASES = [
-    Case("hard_bigblank",
+    Case("hard_bb",
          "hard LSTMs, big blanks [2,4,8], frame stacking 2, time_stack 2 after encoder layer 0, "
          "global normalisation, 2 predictor layers, relu joint",
          dict(feature_dim=7, frame_stacking=2, encoder_hidden=[20, 18], time_stacks=[2, 1], embedding=11,
