@@ -183,5 +183,26 @@ class MemoryBudget(DaemonTest):
         self.assertEqual(m["rnntd_pending_bytes"], 0)
 
 
+class LoadGen(DaemonTest):
+    """tests/bench/loadgen.py runs against the daemon and reports consistent figures."""
+    config = "batching:\n  max_batch: 8\n  max_delay_us: 5000\n"
+
+    def test_loadgen(self):
+        import subprocess
+        tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "loadgen.py")
+        r = subprocess.run([sys.executable, tool, "--url", "http://127.0.0.1:%d" % self.d.port, "--concurrency", "6",
+                            "--requests", "60", "--warmup", "0.2", "--frames", "40", "--json"],
+                           capture_output=True, text=True, timeout=120 * SLOW)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rep = json.loads(r.stdout)
+        self.assertEqual(rep["requests_ok"], 60)
+        self.assertEqual(rep["statuses"], {"200": 60})
+        self.assertGreater(rep["requests_per_s"], 0)
+        self.assertGreater(rep["audio_s_per_s"], 0)
+        L = rep["latency_ms"]
+        self.assertTrue(0 < L["p50"] <= L["p90"] <= L["p99"] <= L["max"])
+        self.assertGreaterEqual(rep["server"]["batches"], 1)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

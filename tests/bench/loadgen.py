@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""loadgen — closed-loop load generator for rnntd (Python standard library only).
+
+N client threads, each with its own keep-alive connection, send POST /v1/transcribe back to back for a
+duration or a number of requests, then report throughput (requests/s and audio seconds per second),
+latency percentiles, status counts and the server's own batching figures (from /metrics, before and
+after).
+
+  tests/bench/loadgen.py --url http://127.0.0.1:8080 --concurrency 16 --duration 20 FILE.npy...
+  tests/bench/loadgen.py --url http://127.0.0.1:8080 --frames 500 --utterances 8 --requests 2000
+
+Inputs: .npy feature files (sent as application/x-npy), or --frames N random utterances of the
+model's feature width (read from /health), --utterances of them with lengths spread over
+[N/2, 3N/2]. Exit status: 0 when every request got 200, 1 otherwise, 2 usage.
+"""
+import argparse
+import array
+import http.client
+import json
+import random
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+
+def npy_bytes(rows, dim, values):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, dim)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + array.array("f", values).tobytes()
+
+
+def percentile(sorted_vals, p):
+    if not sorted_vals:
+        return float("nan")
+    k = (len(sorted_vals) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
+
+
+def scrape(host, port, headers):
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        c.request("GET", "/metrics", headers=headers)
+        r = c.getresponse()
+        text = r.read().decode()
+    finally:
+        c.close()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", help=".npy feature files to send (round robin)")
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("-c", "--concurrency", type=int, default=8)
+    ap.add_argument("-d", "--duration", type=float, default=None, help="seconds to run (default 10)")
+    ap.add_argument("-n", "--requests", type=int, default=None, help="total requests instead of a duration")
+    ap.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring")
+    ap.add_argument("--frames", type=int, default=300, help="random utterances: mean length in frames")
+    ap.add_argument("--utterances", type=int, default=8, help="random utterances: how many distinct ones")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--token-file", help="bearer token for servers with authentication")
+    ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
+    a = ap.parse_args()
+    if a.concurrency < 1 or (a.requests is not None and a.requests < 1):
+        ap.error("concurrency and requests must be positive")
+    if a.duration is None and a.requests is None:
+        a.duration = 10.0
+
+    u = urllib.parse.urlsplit(a.url)
+    host, port = u.hostname or "127.0.0.1", u.port or 80
+    headers = {}
+    if a.token_file:
+        with open(a.token_file) as f:
+            headers["Authorization"] = "Bearer " + f.readline().strip()
+
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    c.request("GET", "/health")
+    health = json.loads(c.getresponse().read())
+    c.close()
+    if not health.get("ready"):
+        print("loadgen: the server is not ready: %s" % health.get("status"), file=sys.stderr)
+        return 2
+    dim = health["model"]["feature_dim"]
+    bodies = []
+    if a.files:
+        for p in a.files:
+            with open(p, "rb") as f:
+                bodies.append(f.read())
+    else:
+        r = random.Random(a.seed)
+        for i in range(a.utterances):
+            n = max(1, int(a.frames * (0.5 + i / max(1, a.utterances - 1)))) if a.utterances > 1 else a.frames
+            bodies.append(npy_bytes(n, dim, [r.gauss(-4.0, 2.5) for _ in range(n * dim)]))
+
+    lock = threading.Lock()
+    state = {"measuring": a.warmup <= 0, "stop": False, "sent": 0}
+    lat, audio, batch, statuses, errors = [], [], [], {}, []
+
+    def take_ticket():
+        with lock:
+            if state["stop"]:
+                return False
+            if a.requests is not None and state["measuring"]:
+                if state["sent"] >= a.requests:
+                    return False
+                state["sent"] += 1
+            return True
+
+    def client(k):
+        conn = http.client.HTTPConnection(host, port, timeout=a.timeout)
+        i = k
+        h = dict(headers)
+        h["Content-Type"] = "application/x-npy"
+        while take_ticket():
+            body = bodies[i % len(bodies)]
+            i += a.concurrency
+            measuring = state["measuring"]
+            t0 = time.monotonic()
+            try:
+                conn.request("POST", "/v1/transcribe", body=body, headers=h)
+                r = conn.getresponse()
+                data = r.read()
+                st = r.status
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                conn = http.client.HTTPConnection(host, port, timeout=a.timeout)
+                with lock:
+                    if measuring:
+                        errors.append(repr(e))
+                continue
+            dt = time.monotonic() - t0
+            if not measuring:
+                continue
+            with lock:
+                statuses[st] = statuses.get(st, 0) + 1
+                if st == 200:
+                    doc = json.loads(data)
+                    lat.append(dt)
+                    audio.append(doc["duration_s"])
+                    batch.append(doc["batch_size"])
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(a.concurrency)]
+    for t in threads:
+        t.start()
+    if a.warmup > 0:
+        time.sleep(a.warmup)
+    m0 = scrape(host, port, headers)
+    with lock:
+        state["measuring"] = True
+    t_start = time.monotonic()
+    if a.requests is None:
+        time.sleep(a.duration)
+        with lock:
+            state["stop"] = True
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - t_start
+    m1 = scrape(host, port, headers)
+
+    lat.sort()
+    n_ok = len(lat)
+    d = lambda k: m1.get(k, 0) - m0.get(k, 0)  # noqa: E731
+    batches = d("rnntd_batches_total")
+    rep = {
+        "url": a.url, "model": health["model"]["name"], "backend": health["backend"], "device": health["device"],
+        "concurrency": a.concurrency, "seconds": round(elapsed, 3), "requests_ok": n_ok,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())}, "connection_errors": len(errors),
+        "requests_per_s": round(n_ok / elapsed, 2) if elapsed > 0 else 0,
+        "audio_s_per_s": round(sum(audio) / elapsed, 2) if elapsed > 0 else 0,
+        "mean_audio_s": round(sum(audio) / n_ok, 3) if n_ok else 0,
+        "latency_ms": {"p50": round(percentile(lat, 50) * 1e3, 2), "p90": round(percentile(lat, 90) * 1e3, 2),
+                       "p99": round(percentile(lat, 99) * 1e3, 2), "max": round(lat[-1] * 1e3, 2) if lat else None},
+        "mean_batch_size": round(sum(batch) / len(batch), 2) if batch else 0,
+        "server": {"batches": int(batches),
+                   "mean_batch_size": round(d("rnntd_batch_utterances_total") / batches, 2) if batches else 0,
+                   "compute_s": round(d("rnntd_compute_seconds_total"), 3),
+                   "real_time_factor": round(d("rnntd_compute_seconds_total") / d("rnntd_audio_seconds_total"), 5)
+                   if d("rnntd_audio_seconds_total") > 0 else 0,
+                   "padding_share": round(d("rnntd_padding_frames_total") /
+                                          (d("rnntd_frames_total") + d("rnntd_padding_frames_total")), 3)
+                   if d("rnntd_frames_total") > 0 else 0},
+    }
+    if a.json:
+        print(json.dumps(rep))
+    else:
+        L = rep["latency_ms"]
+        print("rnntd %s  model %s  backend %s (%s)" % (a.url, rep["model"], rep["backend"], rep["device"]))
+        print("  %d clients, %.1f s: %d ok, statuses %s, connection errors %d" %
+              (a.concurrency, elapsed, n_ok, rep["statuses"], len(errors)))
+        print("  throughput  %.1f requests/s, %.1f audio s/s (mean utterance %.2f s)" %
+              (rep["requests_per_s"], rep["audio_s_per_s"], rep["mean_audio_s"]))
+        print("  latency     p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  max %s ms" % (L["p50"], L["p90"], L["p99"], L["max"]))
+        s = rep["server"]
+        print("  server      %d batches, mean batch %.2f, compute %.2f s, RTF %.4f, padding %.1f%%" %
+              (s["batches"], s["mean_batch_size"], s["compute_s"], s["real_time_factor"], 100 * s["padding_share"]))
+    ok = n_ok > 0 and not errors and set(statuses) <= {200}
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
