@@ -14,7 +14,7 @@ root=$dest/tts-root
 
 ENGINES="espeak-ng flite sox libsox-fmt-base festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
 # Packages of the closure synthesis never touches (installers, PAM, audio servers, X11).
-SKIP='^(adduser|alsa-utils|cdebconf|debconf|dpkg|install-info|kmod|passwd|tar|sysvinit-utils|lsb-base|sgml-base|libpam.*|libsemanage.*|libselinux1|libsepol2|libaudit.*|libcap-ng0|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libelogind0|libkmod2|libsox-fmt-(alsa|ao|oss|pulse)|libao.*|libatopology2|readline-common|libmagic.*)$'
+SKIP='^(adduser|alsa-utils|cdebconf|debconf|dpkg|install-info|kmod|passwd|tar|sysvinit-utils|lsb-base|sgml-base|libpam.*|libsemanage.*|libselinux1|libsepol2|libaudit.*|libcap-ng0|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libelogind0|libkmod2|libsox-fmt-(alsa|ao|oss|pulse)|libao.*|libatopology2|readline-common)$'
 pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
         --no-replaces --no-enhances --no-pre-depends $ENGINES 2>/dev/null \
         | grep -v '^ ' | grep -v '^<' | sort -u | grep -Ev "$SKIP")
@@ -47,11 +47,14 @@ lp="$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/x86_
 for p in espeak-ng flite flite_cmu_us_awb sox festival text2wave; do
     [ -e "$root/usr/bin/$p" ] || { echo "build_engines.sh: missing $p" >&2; exit 1; }
 done
+# The check looks at where each library resolves: a library found outside the root (on this host's
+# default paths) would be missing on the GPU machine or come from another glibc.
 for p in espeak-ng flite sox festival; do
-    if ! "$ld" --library-path "$lp" --list "$root/usr/bin/$p" >/dev/null 2>&1 ||
-       "$ld" --library-path "$lp" --list "$root/usr/bin/$p" 2>&1 | grep -q 'not found'; then
-        "$ld" --library-path "$lp" --list "$root/usr/bin/$p" 2>&1 | grep -E 'not found|error' >&2
-        echo "build_engines.sh: $p misses libraries" >&2; exit 1
+    if ! out=$("$ld" --library-path "$lp" --list "$root/usr/bin/$p" 2>&1) ||
+       echo "$out" | grep -q 'not found' ||
+       echo "$out" | grep '=>' | grep -v "=> $root/" | grep -q .; then
+        echo "$out" | grep -v "=> $root/" >&2
+        echo "build_engines.sh: $p needs libraries from outside the engine root" >&2; exit 1
     fi
 done
 tar -C "$dest" -cJf "$dest/tts-root.tar.xz" tts-root

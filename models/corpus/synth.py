@@ -164,7 +164,7 @@ def synth_chunk(args):
                 timeout=600)
         except Exception as e:  # noqa: BLE001 - one bad batch must not stop the corpus
             print("synth.py: festival %s: %s" % (voice, e), file=sys.stderr)
-    records = []
+    records, failed = [], 0
     for s in specs:
         p = raw.get(s["id"]) or os.path.join(tmp, s["id"] + ".raw.wav")
         try:
@@ -201,7 +201,9 @@ def synth_chunk(args):
             rec = dict(s, path=os.path.basename(final), duration=round(wav_duration(final), 4))
             records.append(rec)
         except Exception as e:  # noqa: BLE001
-            print("synth.py: %s (%s %s): %s" % (s["id"], s["engine"], s["voice"], e), file=sys.stderr)
+            failed += 1
+            if failed <= 3:                      # a broken engine fails every utterance: say it a few times
+                print("synth.py: %s (%s %s): %s" % (s["id"], s["engine"], s["voice"], e), file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
     return records
 

@@ -145,6 +145,11 @@ def main():
     ap.add_argument("--data-seed", type=int, required=True)
     ap.add_argument("--resume", default=None)
     ap.add_argument("--budget-s", type=float, default=470.0, help="stop training this long after the start")
+    ap.add_argument("--final-piece", action="store_true",
+                    help="decay the learning rate linearly to min_lr_frac over this piece's time budget")
+    ap.add_argument("--max-frames", type=int, default=0, help="override the config's max_frames")
+    ap.add_argument("--max-cells", type=int, default=0, help="override the config's max_cells")
+    ap.add_argument("--shards", type=int, default=0, help="override the config's shard count")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
@@ -153,6 +158,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     cfg = load_config(a.model)
     tc = json.load(open(a.config))
+    for k in ("max_frames", "max_cells", "shards"):
+        if getattr(a, k):
+            tc[k] = getattr(a, k)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     dev = torch.device(a.device)
@@ -166,7 +174,8 @@ def main():
     model.to(dev).train()
     step0 = ck["step"] if ck else 0
     rng = seeded(tc["seed"] * 1000 + a.data_seed)
-    log(a.out, {"event": "start", "step": step0, "pieces": pieces, "device": str(dev),
+    log(a.out, {"event": "start", "step": step0, "pieces": pieces, "device": str(dev), "config": tc,
+                "final_piece": a.final_piece,
                 "params": sum(p.numel() for p in model.parameters()), "gpu": torch.cuda.get_device_name(0)
                 if dev.type == "cuda" else None})
 
@@ -211,13 +220,19 @@ def main():
     loss_acc, n_acc, t_acc, bad = 0.0, 0, time.time(), 0
     mean = model.frontend.mean.detach()
     done = False
+    t_train0 = time.time()
     while not done:
         for idx in pool.batches(rng, tc["max_frames"], tc["max_cells"], cfg.subsampling):
             if time.time() > deadline:
                 done = True
                 break
             warm = min(1.0, (piece_step + 1) / tc["warmup"])
-            decay = min(1.0, math.sqrt(tc["decay_from"] / max(step, 1)))
+            if a.final_piece:
+                # last piece: linear decay over the piece's time budget, down to min_lr_frac
+                prog = min(1.0, (time.time() - t_train0) / max(deadline - t_train0, 1.0))
+                decay = 1.0 - (1.0 - tc["min_lr_frac"]) * prog
+            else:
+                decay = min(1.0, math.sqrt(tc["decay_from"] / max(step, 1)))
             lr = tc["lr"] * warm * max(decay, tc["min_lr_frac"])
             for g in opt.param_groups:
                 g["lr"] = lr
@@ -239,7 +254,7 @@ def main():
             opt.step()
             step += 1
             piece_step += 1
-            loss_acc += float(loss)
+            loss_acc += float(loss.detach())
             n_acc += 1
             if step % tc["log_every"] == 0:
                 log(a.out, {"step": step, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
