@@ -167,7 +167,11 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
             }
         }
     }
-    if (st != RNNT_OK) log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d err=\"%s\"", n, err);
+    if (st != RNNT_OK) {
+        char q[300];
+        log_quote(q, sizeof q, err);
+        log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d err=%s", n, q);
+    }
     metrics_batch(n, dt, frames, longest * n - frames);
     if (in != in_local) free(in);
     if (res != res_local) free(res);

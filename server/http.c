@@ -663,7 +663,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                           : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
                                                                           : "error";
     metrics_request(r->ep, r->status, total);
-    if (atomic_load(&r->s->log_requests) || (r->status >= 500 && log_enabled(LOG_WARN))) {
+    log_level lv = r->status >= 500 ? LOG_WARN : LOG_INFO;
+    if ((atomic_load(&r->s->log_requests) || lv == LOG_WARN) && log_enabled(lv)) {
         char remote[64] = "-";
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (ci && ci->client_addr) {
@@ -682,14 +683,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                      host, ci->client_addr->sa_family == AF_INET6 ? "]" : "", port);
         }
         if (r->ep == EP_TRANSCRIBE && r->job.sj.batch_size > 0)
-            log_msg(LOG_INFO,
+            log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
                     "frames=%d audio_s=%.3f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
                     r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome, r->bytes_in,
                     r->frames, r->audio_s, r->job.sj.batch_size,
                     (r->job.sj.t_start - r->job.sj.t_submit) * 1e3, r->job.compute_s * 1e3, total * 1e3, remote);
         else
-            log_msg(LOG_INFO,
+            log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
                     "total_ms=%.2f remote=%s",
                     r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome, r->bytes_in,
@@ -706,9 +707,10 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
     log_quote(q, sizeof q, msg);
-    /* "Application reported internal error" follows every connection we close on purpose
-     * (a body past its cap), so it is not worth a warning. */
-    log_msg(strstr(msg, "Application reported internal error") ? LOG_DEBUG : LOG_WARN,
+    /* While serving, libmicrohttpd reports what clients do (closed early, timed out, sent junk);
+     * each request has its own line already, so these are info. "Application reported internal
+     * error" follows every connection we close on purpose (a body past its cap): debug. */
+    log_msg(strstr(msg, "Application reported internal error") ? LOG_DEBUG : LOG_INFO,
             "msg=libmicrohttpd detail=%s", q);
 }
 

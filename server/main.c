@@ -70,14 +70,6 @@ static int next_signal(int timeout_ms)
     return read(g_sig_pipe[0], &c, 1) == 1 ? c : 0;
 }
 
-eng *srv_engine(srv *s)
-{
-    pthread_mutex_lock(&s->mu);
-    eng *e = eng_ref(s->engine);
-    pthread_mutex_unlock(&s->mu);
-    return e;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -218,6 +210,9 @@ static void drain(srv *s)
         log_msg(LOG_ERROR, "msg=\"engine workers still busy after 600 s\"");
     /* Resumed connections still have to be answered by MHD's threads before it may stop. */
     wait_until(&s->suspended, sched_now() + 10.0);
+    if (atomic_load(&s->suspended) > 0)
+        log_msg(LOG_ERROR, "msg=\"connections still suspended after the drain\" n=%lld",
+                atomic_load(&s->suspended));
     wait_until(&s->in_flight, sched_now() + 2.0);
 }
 

@@ -107,6 +107,57 @@ class ConfigAndFlags(unittest.TestCase):
 
 
 @needs_model
+class Loading(unittest.TestCase):
+    """While the model loads: live, not ready, transcriptions refused with 503 + Retry-After.
+    The model's model.yaml is a FIFO, so loading waits until the test writes it."""
+
+    def test_not_ready_while_loading(self):
+        tmp = tempfile.mkdtemp(prefix="rnntd-loading-")
+        mdir = os.path.join(tmp, "model")
+        os.mkdir(mdir)
+        for f in ("weights.safetensors", "tokens.txt"):
+            os.symlink(os.path.join(MODEL, f), os.path.join(mdir, f))
+        fifo = os.path.join(mdir, "model.yaml")
+        os.mkfifo(fifo)
+        with open(os.path.join(MODEL, "model.yaml"), "rb") as f:
+            yaml_text = f.read()
+        released = [False]
+
+        def release():
+            if not released[0]:
+                released[0] = True
+                fd = os.open(fifo, os.O_WRONLY)
+                os.write(fd, yaml_text)
+                os.close(fd)
+
+        d = Daemon(mdir, wait_ready=False)
+        try:
+            d.wait_listening()
+            self.assertEqual(d.request("GET", "/health/live")[0], 200)
+            st, hd, body = d.request("GET", "/health/ready")
+            self.assertEqual((st, json.loads(body)["error"]["code"]), (503, "not_ready"))
+            self.assertIn("retry-after", hd)
+            h = json.loads(d.request("GET", "/health")[2])
+            self.assertEqual((h["status"], h["ready"], h["model"]), ("loading", False, None))
+            st, hd, doc = d.transcribe(b'{"features": []}')
+            self.assertEqual((st, doc["error"]["code"]), (503, "not_ready"))
+            self.assertIn("retry-after", hd)
+            self.assertEqual(d.metrics()["rnntd_ready"], 0)
+            release()
+            d.wait_ready()
+            self.assertEqual(d.metrics()["rnntd_ready"], 1)
+            st, _, doc = d.transcribe(b'{"features": []}')
+            self.assertEqual(st, 200)
+            self.assertEqual(d.stop(), 0)
+        finally:
+            try:
+                if d.proc.poll() is None:
+                    threading.Thread(target=release, daemon=True).start()
+            finally:
+                d.close()
+
+
+@needs_model
 class Notify(unittest.TestCase):
     def test_notify_protocol(self):
         tmp = tempfile.mkdtemp(prefix="rnntd-notify-")
