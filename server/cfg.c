@@ -56,7 +56,9 @@ static const cfg_key g_keys[] = {
         "Engine worker threads, each with its own runner (scratch memory for one batch)."),
     INT("batching.max_batch", max_batch, 1, 1024, 16, 1, "Utterances decoded together at most."),
     INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, 1,
-        "How long the oldest queued request may wait for others to join its batch."),
+        "How long the oldest queued request may wait for others to join its batch (a lone request\n"
+        "waits this long too). 0: never wait; batches then form only from requests that queue up\n"
+        "while every worker is busy."),
     INT("batching.max_queue", max_queue, 1, 1000000, 256, 1,
         "Requests waiting for a worker at most; beyond it requests get 503 with Retry-After."),
     INT("limits.max_body_bytes", max_body_bytes, 1024, 1LL << 34, 64LL << 20, 1,

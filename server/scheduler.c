@@ -1,13 +1,10 @@
 /* scheduler.c — the bounded queue and the batch-forming workers. */
 #include "scheduler.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "log.h"
 
 struct sched {
     pthread_mutex_t mu;
