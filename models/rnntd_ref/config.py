@@ -138,6 +138,13 @@ _CHOICES = {
     "lstm_activation": ("hard", "soft"),
     "joint.activation": ("relu", "tanh"),
 }
+# Ranges beyond FORMAT.md's general rules, the same as the C loader's (engine/model_load.c).
+_FRONTEND_RANGES = {
+    "sample_rate": (1000, 384000), "win_length": (1, 1 << 16), "hop_length": (1, 1 << 16), "n_fft": (1, 1 << 17),
+    "n_mels": (1, 4096), "preemphasis": (0.0, 1.0), "dither": (0.0, 1e3), "power": (0.5, 4.0),
+    "f_min": (0.0, 1e6), "f_max": (0.0, 1e6), "log_floor": (1e-30, 1.0),
+}
+MAX_LAYERS = 32
 _INT_RE = re.compile(r"^[-+]?[0-9]+$")
 _FLOAT_RE = re.compile(r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -350,31 +357,26 @@ def validate(cfg):
         v = getattr(fe, k)
         key = "frontend." + k
         if kind is int:
-            _check_int(key, v, 1, 1_000_000 if k == "sample_rate" else MAX_SIZE)
+            _check_int(key, v, *_FRONTEND_RANGES[k])
         elif kind is float:
             _check_float(key, v)
+            lo, hi = _FRONTEND_RANGES[k]
+            if not lo <= v <= hi:
+                raise ConfigError(key, f"must be in [{lo}, {hi}], got {v}")
         elif kind is bool:
             if type(v) is not bool:
                 raise ConfigError(key, f"must be true or false, got {v!r}")
         elif v not in _CHOICES[key]:
             raise ConfigError(key, f"must be one of {' | '.join(_CHOICES[key])}, got {v!r}")
-    if fe.dither < 0:
-        raise ConfigError("frontend.dither", "must be >= 0")
-    if fe.power <= 0:
-        raise ConfigError("frontend.power", "must be > 0")
     if fe.n_fft < fe.win_length:
         raise ConfigError("frontend.n_fft", f"must be >= win_length ({fe.win_length}), got {fe.n_fft}")
     if fe.hop_length > fe.win_length:
         raise ConfigError("frontend.hop_length", f"must be <= win_length ({fe.win_length}), got {fe.hop_length}")
-    if not 0 <= fe.f_min:
-        raise ConfigError("frontend.f_min", f"must be >= 0, got {fe.f_min}")
     if not fe.f_min < fe.f_max:
         raise ConfigError("frontend.f_max", f"must be > f_min ({fe.f_min}), got {fe.f_max}")
     if not fe.f_max <= fe.sample_rate / 2:
         raise ConfigError("frontend.f_max", f"must be <= sample_rate/2 ({fe.sample_rate / 2}), got {fe.f_max}")
-    if not fe.log_floor > 0:
-        raise ConfigError("frontend.log_floor", f"must be > 0, got {fe.log_floor}")
-    _check_int("feature_dim", cfg.feature_dim, 1, MAX_SIZE)
+    _check_int("feature_dim", cfg.feature_dim, 1, 4096)
     if cfg.feature_dim != fe.n_mels:
         raise ConfigError("feature_dim", f"must equal frontend.n_mels ({fe.n_mels}), got {cfg.feature_dim}")
     _check_int("frame_stacking", cfg.frame_stacking, 1, 16)
@@ -382,6 +384,8 @@ def validate(cfg):
         raise ConfigError("lstm_activation", f"must be hard or soft, got {cfg.lstm_activation!r}")
     if not cfg.encoder.layers:
         raise ConfigError("encoder.layers", "at least one layer is required")
+    if len(cfg.encoder.layers) > MAX_LAYERS:
+        raise ConfigError("encoder.layers", f"at most {MAX_LAYERS} layers, got {len(cfg.encoder.layers)}")
     expect = cfg.feature_dim * cfg.frame_stacking
     for i, layer in enumerate(cfg.encoder.layers):
         k = f"encoder.layers[{i}]"
@@ -400,6 +404,8 @@ def validate(cfg):
     _check_int("predictor.embedding", cfg.predictor.embedding, 1, MAX_SIZE)
     if not cfg.predictor.layers:
         raise ConfigError("predictor.layers", "at least one layer is required")
+    if len(cfg.predictor.layers) > MAX_LAYERS:
+        raise ConfigError("predictor.layers", f"at most {MAX_LAYERS} layers, got {len(cfg.predictor.layers)}")
     expect = cfg.predictor.embedding
     for i, layer in enumerate(cfg.predictor.layers):
         k = f"predictor.layers[{i}]"

@@ -1,7 +1,6 @@
 """Model directories (FORMAT.md): load with the C loader's checks, save, and export foreign state dicts."""
 import os
 import re
-import unicodedata
 
 import numpy as np
 import torch
@@ -80,10 +79,10 @@ def check_tokens(tokens, vocab_size, where=TOKENS):
             raise ValueError(f"{where}:{line}: empty token")
         if len(tok.encode("utf-8")) > MAX_TOKEN_BYTES:
             raise ValueError(f"{where}:{line}: token longer than {MAX_TOKEN_BYTES} bytes")
-        if any(unicodedata.category(ch) == "Cc" for ch in tok):
+        if any(ord(ch) < 0x20 or ch == "\x7f" for ch in tok):
             raise ValueError(f"{where}:{line}: token contains a control character")
-        if tok == " ":
-            raise ValueError(f"{where}:{line}: the ASCII space can not be a token (use \u2581)")
+        if " " in tok:
+            raise ValueError(f"{where}:{line}: token contains a space (write a space as \u2581)")
         if tok in seen:
             raise ValueError(f"{where}:{line}: token {tok!r} duplicates line {seen[tok]}")
         seen[tok] = line
@@ -98,7 +97,8 @@ def read_tokens(path, vocab_size):
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 (byte {e.start})") from None
     if "\r" in text:
-        raise ValueError(f"{path}:{text[:text.index(chr(13))].count(chr(10)) + 1}: carriage return (\\r) in tokens file")
+        line = text[:text.index("\r")].count("\n") + 1
+        raise ValueError(f"{path}:{line}: carriage return (\\r) in tokens file")
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()

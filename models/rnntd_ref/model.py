@@ -14,7 +14,6 @@ Batched path (training): model.forward_logits(feats, feat_lens, labels).
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig, validate

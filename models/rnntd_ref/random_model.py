@@ -12,7 +12,6 @@ fall on any label, on the blank and on each big blank is brought to the requeste
 log-ratio updates of the biases of each group (labels move together, keeping their random spread).
 """
 import argparse
-import copy
 import math
 import os
 import sys

@@ -60,10 +60,10 @@ class TestConfig(unittest.TestCase):
     def test_optional_keys_default(self):
         text = "\n".join(line for line in self.example.splitlines()
                          if not re.match(r"\s+(preemphasis|dither|center|power|mel_norm):", line))
-        text = text.replace("{input: 64, hidden: 64, time_stack: 2}", "{input: 64, hidden: 64, time_stack: 2}")
         cfg = parse_config(text)
         fe = cfg.frontend
-        self.assertEqual((fe.preemphasis, fe.dither, fe.center, fe.power, fe.mel_norm), (0.0, 0.0, False, 2.0, "slaney"))
+        self.assertEqual((fe.preemphasis, fe.dither, fe.center, fe.power, fe.mel_norm),
+                         (0.0, 0.0, False, 2.0, "slaney"))
         self.assertEqual(cfg.encoder.layers[0].time_stack, 1)
 
     def bad(self, old, new, key, why=""):
@@ -117,6 +117,10 @@ class TestConfig(unittest.TestCase):
         self.bad("log_floor: 1.0e-10", "log_floor: .nan", "frontend.log_floor", "finite")
         self.bad("center: false", "center: yes", "frontend.center", "true or false")
         self.bad("dim: 64", "dim: 16385", "joint.dim", "[1, 16384]")
+        self.bad("sample_rate: 16000", "sample_rate: 500", "frontend.sample_rate", "[1000, 384000]")
+        self.bad("power: 2.0", "power: 0.0", "frontend.power")
+        self.bad("preemphasis: 0.97", "preemphasis: 1.5", "frontend.preemphasis")
+        self.bad("dither: 0.0", "dither: -1.0", "frontend.dither")
         self.bad("vocab_size: 28", "vocab_size: 28\nvocab_size: 29", "vocab_size", "duplicate key")
         self.bad("embedding: 32", "embedding: [32]", "predictor.embedding")
         self.bad("layers:\n    - {input: 32", "layers: []\n    #", "predictor.layers", "at least one")

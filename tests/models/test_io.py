@@ -98,7 +98,9 @@ class TestModelDir(unittest.TestCase):
             ("a\nb\nc\na\ne\nf\ng\n", r"tokens.txt:4: token 'a' duplicates line 1"),
             ("a\nb\tx\nc\nd\ne\nf\ng\n", r"tokens.txt:2: token contains a control character"),
             ("a\n" + "x" * 65 + "\nc\nd\ne\nf\ng\n", r"tokens.txt:2: token longer than 64 bytes"),
-            ("a\n \nc\nd\ne\nf\ng\n", r"tokens.txt:2: the ASCII space"),
+            ("a\n \nc\nd\ne\nf\ng\n", r"tokens.txt:2: token contains a space"),
+            ("a\nb c\nc\nd\ne\nf\ng\n", r"tokens.txt:2: token contains a space"),
+            ("a\nb\x7f\nc\nd\ne\nf\ng\n", r"tokens.txt:2: token contains a control character"),
         ]
         for text, pattern in cases:
             with self.subTest(text=text):
