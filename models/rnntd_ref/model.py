@@ -124,7 +124,10 @@ class Frontend(nn.Module):
     def forward(self, x, lengths=None):
         """x [..., T, F] -> [..., ceil(T/k), kF]. With lengths [B] (batched x [B, T, F]), frames past
         each length are zeroed after normalisation, so stacking pads with zeros as for one utterance."""
+        if not isinstance(x, torch.Tensor):
+            x = torch.as_tensor(x)
         if self.normalize == "global":
+            x = x.to(self.mean.dtype)
             x = (x - self.mean) / self.std
         if lengths is not None:
             x = x * _time_mask(lengths, x.shape[-2], x)
