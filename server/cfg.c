@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <yaml.h>
 
 #include "log.h"
@@ -331,6 +333,28 @@ int cfg_load_file(cfg *c, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+int cfg_listen_addr(const char *listen, struct in_addr *v4, struct in6_addr *v6)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, listen, &a4) == 1) {
+        if (v4) *v4 = a4;
+        return 0;
+    }
+    char buf[64];
+    size_t n = strlen(listen);
+    if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']' && n - 2 < sizeof buf) {
+        memcpy(buf, listen + 1, n - 2);
+        buf[n - 2] = '\0';
+        listen = buf;
+    }
+    if (inet_pton(AF_INET6, listen, &a6) == 1) {
+        if (v6) *v6 = a6;
+        return 1;
+    }
+    return -1;
+}
+
 int cfg_validate(const cfg *c, char *err, size_t errlen)
 {
     if (c->max_body_bytes > c->max_pending_bytes)
@@ -338,7 +362,9 @@ int cfg_validate(const cfg *c, char *err, size_t errlen)
                     "limits.max_body_bytes (%lld) exceeds limits.max_pending_bytes (%lld)",
                     c->max_body_bytes, c->max_pending_bytes);
     if (c->model_path[0] == '\0') return fail(err, errlen, "model.path: must not be empty");
-    if (c->listen[0] == '\0') return fail(err, errlen, "server.listen: must not be empty");
+    if (cfg_listen_addr(c->listen, NULL, NULL) < 0)
+        return fail(err, errlen, "server.listen: \"%s\" is not an IPv4 or IPv6 address (names are not resolved)",
+                    c->listen);
     return 0;
 }
 

@@ -69,6 +69,11 @@ int cfg_load_file(cfg *c, const char *path, char *err, size_t errlen);
 int cfg_load_mem(cfg *c, const char *name, const char *text, size_t len, char *err, size_t errlen);
 /* Cross-key rules (e.g. max_json_bytes <= max_body_bytes); the message names the keys. */
 int cfg_validate(const cfg *c, char *err, size_t errlen);
+/* Parses server.listen: 0 an IPv4 literal (into *v4), 1 an IPv6 literal, bracketed or not (into
+ * *v6), -1 neither. Either pointer may be NULL. */
+struct in_addr;
+struct in6_addr;
+int cfg_listen_addr(const char *listen, struct in_addr *v4, struct in6_addr *v6);
 /* Sets one key from a string as a flag would ("model.path", "server.port"), with the same checks. */
 int cfg_set(cfg *c, const char *name, const char *value, char *err, size_t errlen);
 

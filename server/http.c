@@ -721,25 +721,17 @@ int http_start(srv *s, char *err, size_t errlen)
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, s->c.listen, &a4->sin_addr) == 1) {
+    int fam = cfg_listen_addr(s->c.listen, &a4->sin_addr, &a6->sin6_addr);
+    if (fam == 0) {
         a4->sin_family = AF_INET;
         a4->sin_port = htons((uint16_t)s->c.port);
-    } else {
-        const char *h = s->c.listen;
-        char buf[64];
-        size_t hl = strlen(h);
-        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']' && hl - 2 < sizeof buf) {
-            memcpy(buf, h + 1, hl - 2);
-            buf[hl - 2] = '\0';
-            h = buf;
-        }
-        if (inet_pton(AF_INET6, h, &a6->sin6_addr) != 1) {
-            snprintf(err, errlen, "server.listen: \"%s\" is not an IPv4 or IPv6 address", s->c.listen);
-            return -1;
-        }
+    } else if (fam == 1) {
         a6->sin6_family = AF_INET6;
         a6->sin6_port = htons((uint16_t)s->c.port);
         flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(err, errlen, "server.listen: \"%s\" is not an IPv4 or IPv6 address", s->c.listen);
+        return -1;
     }
     s->mhd = MHD_start_daemon(
         flags, (uint16_t)s->c.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,

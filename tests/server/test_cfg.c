@@ -236,6 +236,18 @@ static void test_flags_and_validate(void **st)
     c.max_json_bytes = 1024;
     assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
     assert_non_null(strstr(err, "limits.max_pending_bytes"));
+    for (const char *bad = "localhost\0" "1.2.3\0" "::g\0" "[::1\0" "\0"; *bad || bad[1]; bad += strlen(bad) + 1) {
+        cfg_defaults(&c);
+        assert_int_equal(cfg_set(&c, "server.listen", bad, err, sizeof err), 0);
+        assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
+        assert_non_null(strstr(err, "server.listen"));
+        if (!*bad) break;
+    }
+    for (const char *good = "0.0.0.0\0" "::\0" "[::1]\0" "fe80::1\0"; *good; good += strlen(good) + 1) {
+        cfg_defaults(&c);
+        assert_int_equal(cfg_set(&c, "server.listen", good, err, sizeof err), 0);
+        assert_int_equal(cfg_validate(&c, err, sizeof err), 0);
+    }
     cfg_defaults(&c);
     assert_int_equal(cfg_set(&c, "model.path", "", err, sizeof err), 0);
     assert_int_equal(cfg_validate(&c, err, sizeof err), -1);

@@ -157,6 +157,43 @@ class Loading(unittest.TestCase):
                 d.close()
 
 
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@needs_model
+class Ipv6(unittest.TestCase):
+    @unittest.skipUnless(ipv6_loopback(), "no IPv6 loopback")
+    def test_listen_ipv6_loopback(self):
+        # The harness passes --listen 127.0.0.1; a later --listen wins.
+        d = Daemon(args=("--listen", "::1"), wait_ready=False)
+        try:
+            d.wait_listening()
+            self.assertIn("msg=listening address=::1 ", d.log())
+            import http.client
+            end = time.monotonic() + 20 * SLOW
+            while True:
+                c = http.client.HTTPConnection("::1", d.port, timeout=10)
+                try:
+                    c.request("GET", "/health/ready")
+                    if c.getresponse().status == 200:
+                        break
+                except OSError:
+                    pass
+                finally:
+                    c.close()
+                self.assertLess(time.monotonic(), end)
+                time.sleep(0.02)
+            self.assertEqual(d.stop(), 0)
+        finally:
+            d.close()
+
+
 @needs_model
 class Notify(unittest.TestCase):
     def test_notify_protocol(self):
