@@ -150,7 +150,7 @@ class Overload(DaemonTest):
         for st, hd, doc, dt in busy:
             self.assertError(st, hd, doc, 503, "queue_full")
             self.assertEqual(hd["retry-after"], "1")
-            self.assertLess(dt, 2.0 * SLOW)  # refused at once, not after the queue drained
+            self.assertLess(dt, 2.0)  # refused at once, not after the 3 s the queued ones wait
         for st, hd, doc, dt in ok:
             self.assertEqual(doc["batch_size"], 4)
             self.assertGreater(dt, 2.5)

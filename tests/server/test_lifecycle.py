@@ -269,7 +269,7 @@ class Shutdown(unittest.TestCase):
             for t in ts:
                 t.join(30 * SLOW)
             # The queued requests ran at once (not after the 5 s delay), all answered correctly.
-            self.assertLess(time.monotonic() - t0, 4 * SLOW)
+            self.assertLess(time.monotonic() - t0, 4.0)  # well below the 5 s batching delay
             for st, hd, doc in results:
                 self.assertEqual(st, 200, doc)
                 self.assertEqual(doc["tokens"], ref["tokens"])
