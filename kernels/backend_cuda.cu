@@ -7,6 +7,7 @@
  *
  * Knobs for benchmarks and debugging (environment, read at create):
  *   RNNT_CUDA_GRAPHS=0       launch the encoder's kernels directly instead of replaying graphs
+ *   RNNT_CUDA_PERSIST=0      never use the persistent recurrence kernel (cu_persist.h)
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
  *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s */
 #include <stdio.h>
@@ -92,6 +93,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     ep.max_frames = p->max_frames;
     const char *g = getenv("RNNT_CUDA_GRAPHS");
     ep.graphs = !(g && strcmp(g, "0") == 0);
+    const char *pe = getenv("RNNT_CUDA_PERSIST");
+    ep.persist = !(pe && strcmp(pe, "0") == 0);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames), &b->dec, err,
                                errlen));
@@ -158,12 +161,9 @@ rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, r
         o->encoder_frames = bt->t_enc_host[i];
         o->frames_skipped = r.skipped;
         o->decode_steps = r.steps;
-        if (r.status == 1) {
-            o->status = RNNT_ERR_NUMERIC;
-            o->n_tokens = 0;
-            continue;
-        }
-        o->status = RNNT_OK;
+        /* as the CPU backend: a numeric failure keeps the tokens emitted before it (the runner gives it
+         * no text) */
+        o->status = r.status == 1 ? RNNT_ERR_NUMERIC : RNNT_OK;
         o->n_tokens = r.n_tok;
         if (r.n_tok > 0) {
             memcpy(o->tokens, r.tokens, (size_t)r.n_tok * sizeof(int));

@@ -6,6 +6,7 @@
 
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_persist.h"
 
 namespace {
 
@@ -23,6 +24,9 @@ struct cu_encoder {
     cublasHandle_t blas;
     int max_batch, max_frames, bcap, tcap, quantum, r_in, r_rec;
     int *tmax;            /* [n_enc + 1] steps of each layer at tcap; tmax[n_enc] = encoder frames */
+    char *persist;        /* [n_enc] layer runs its recurrence as a persistent kernel */
+    int n_persist;
+    void *hbuf;           /* persistent kernels' h double buffer */
     /* device */
     void *arena;
     size_t arena_bytes;
@@ -85,7 +89,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->tmax = (int *)calloc((size_t)w->n_enc + 1, sizeof(int));
     e->cache = (graph_entry *)calloc((size_t)e->cache_cap, sizeof(graph_entry));
     e->h_tenc = (int *)calloc((size_t)p->max_batch, sizeof(int));
-    if (!e->tmax || !e->cache || !e->h_tenc) {
+    e->persist = (char *)calloc((size_t)w->n_enc, 1);
+    if (!e->tmax || !e->cache || !e->h_tenc || !e->persist) {
         cu_encoder_free(e);
         return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
     }
@@ -113,11 +118,16 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
         if (L->hp > hpmax) hpmax = L->hp;
     }
     size_t rec_rows = cu_round_up(B, (size_t)e->r_rec);
+    if (p->persist && w->dt == CU_F16 && e->bcap <= CU_PERSIST_MAX_B)
+        for (int l = 0; l < w->n_enc; l++) {
+            e->persist[l] = (char)cu_persist_fits(w->enc[l].hidden, e->bcap, NULL);
+            e->n_persist += e->persist[l];
+        }
     size_t fp_el = cu_round_up(B * e->tmax[w->n_enc], rin) * (size_t)w->jp;
     e->meta_ints = 1 + B * (3 + (size_t)w->n_enc);
     size_t raw_el = (size_t)p->max_batch * p->max_frames * w->F;
 
-    size_t off = 0, o_meta, o_raw, o_x0, o_y0, o_y1, o_xp, o_hs, o_hproj, o_c, o_fp;
+    size_t off = 0, o_meta, o_raw, o_x0, o_y0, o_y1, o_xp, o_hs, o_hproj, o_c, o_fp, o_hb;
 #define TAKE(o, bytes)                      \
     do {                                    \
         off = cu_round_up(off, 256);        \
@@ -134,6 +144,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     TAKE(o_hproj, rec_rows * g4max * 4);
     TAKE(o_c, B * hpmax * 4);
     TAKE(o_fp, fp_el * 4);
+    TAKE(o_hb, e->n_persist ? 2 * cu_round_up(B, 16) * hpmax * 2 : 0);
 #undef TAKE
     e->arena_bytes = cu_round_up(off, 256);
     cudaError_t ce = cudaMalloc(&e->arena, e->arena_bytes);
@@ -157,6 +168,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->hproj = (float *)(a + o_hproj);
     e->c = (float *)(a + o_c);
     e->fproj = (float *)(a + o_fp);
+    e->hbuf = a + o_hb;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
     *out = e;
     return RNNT_OK;
@@ -169,6 +181,7 @@ void cu_encoder_free(cu_encoder *e)
     if (e->arena) cudaFree(e->arena);
     if (e->h_meta) cudaFreeHost(e->h_meta);
     free(e->tmax);
+    free(e->persist);
     free(e->cache);
     free(e->h_tenc);
     free(e);
@@ -238,6 +251,14 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
         RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb * T, 4 * H, L->in_w, in, L->in_w, L->w_ih, L->in_w, e->xproj, 0,
                               L->g4, e->r_in, err, errlen));
         const int *len = meta_lens(e, e->meta, l);
+        if (e->persist[l]) {
+            RNNT_TRY(cu_lstm_persist(e->s, w->act, nb, T, H, L->hp, L->g4, (const __half *)L->w_hh, L->bias,
+                                     (const __half *)e->xproj, (size_t)T * L->g4, len, (__half *)y, (size_t)T * L->hp,
+                                     (__half *)e->hbuf, err, errlen));
+            in = y;
+            T /= L->time_stack;
+            continue;
+        }
         for (int t = 0; t < T; t++) {
             if (t > 0)
                 RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb, 4 * H, L->hp, e->hs, L->hp, L->w_hh, L->hp, e->hproj, 1,
@@ -309,18 +330,18 @@ static rnnt_status get_graph(cu_encoder *e, int nb, int tb, cudaGraphExec_t *out
     return RNNT_OK;
 }
 
-rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen)
+rnnt_status cu_encoder_upload(cu_encoder *e, char *err, size_t errlen)
+{
+    size_t meta_bytes = cu_round_up(e->meta_ints * 4, 256);
+    /* meta and raw are adjacent on both sides (see create): one copy */
+    size_t bytes = meta_bytes + e->raw_used * e->w->F * sizeof(float);
+    CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, bytes, cudaMemcpyHostToDevice, e->s));
+    return RNNT_OK;
+}
+
+rnnt_status cu_encoder_compute(cu_encoder *e, char *err, size_t errlen)
 {
     const cu_encoder_batch *b = &e->batch;
-    size_t meta_bytes = cu_round_up(e->meta_ints * 4, 256);
-    /* meta and raw are adjacent in both places: one copy */
-    size_t bytes = meta_bytes + e->raw_used * e->w->F * sizeof(float);
-    if ((char *)e->raw != (char *)e->meta + meta_bytes) {
-        CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, e->meta_ints * 4, cudaMemcpyHostToDevice, e->s));
-        CU_TRY(cudaMemcpyAsync(e->raw, e->h_raw, e->raw_used * e->w->F * sizeof(float), cudaMemcpyHostToDevice, e->s));
-    } else {
-        CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, bytes, cudaMemcpyHostToDevice, e->s));
-    }
     e->batch.graphs_on = 0;
     if (b->tb == 0) return RNNT_OK;
     if (e->graphs) {
@@ -341,6 +362,12 @@ rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen)
     return enqueue_encoder(e, b->nb, b->tb, err, errlen);
 }
 
+rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen)
+{
+    RNNT_TRY(cu_encoder_upload(e, err, errlen));
+    return cu_encoder_compute(e, err, errlen);
+}
+
 rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
 {
     const cu_weights *w = e->w;
@@ -353,3 +380,4 @@ rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->batch; }
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
+int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }

@@ -21,6 +21,9 @@ typedef struct {
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */
     int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */
+    int persist;     /* 1: fp16 layers whose recurrence fits run it as one persistent kernel
+                        (cu_persist.h) when max_batch <= CU_PERSIST_MAX_B; 0: per-step GEMMs always.
+                        Fixed per encoder, so every batch of a runner takes the same path. */
 } cu_encoder_params;
 
 typedef struct cu_encoder cu_encoder;
@@ -34,6 +37,10 @@ void cu_encoder_free(cu_encoder *e);
 rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, const int *frames, char *err,
                              size_t errlen);
 rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen);
+/* The two halves of cu_encoder_run: the upload of the staged batch, and the encoder over the uploaded
+ * batch (a graph replay; benchmarks time this part alone). */
+rnnt_status cu_encoder_upload(cu_encoder *e, char *err, size_t errlen);
+rnnt_status cu_encoder_compute(cu_encoder *e, char *err, size_t errlen);
 rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen);
 
 /* The staged batch's shape and device views (valid until the next stage). */
@@ -50,6 +57,8 @@ typedef struct {
 } cu_encoder_batch;
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e);
 size_t cu_encoder_device_bytes(const cu_encoder *e);
+/* Number of layers whose recurrence runs as a persistent kernel. */
+int cu_encoder_persistent_layers(const cu_encoder *e);
 /* Layer outputs of the last run (dev pointer to [nb][T_l][hp_l] of layer l), for the stage tests; only
  * the last two layers' outputs survive (ping-pong buffers). */
 const void *cu_encoder_layer_out(const cu_encoder *e, int l);

@@ -9,7 +9,8 @@
  *   - overflowing joints fail the same utterances with RNNT_ERR_NUMERIC as on the CPU;
  *   - too large batches and inputs, bad devices and impossible memory sizes give clear errors, and a
  *     runner still works afterwards.
- * Exits 77 (skipped) when no CUDA device is usable. RNNT_TEST_SEED replays a seed. */
+ * Exits 77 (skipped) when no CUDA device is usable. RNNT_TEST_SEED replays a seed; RNNT_TEST_QUICK=1
+ * runs one generated model and fewer utterances (for the sanitizer runs). */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -33,6 +34,7 @@
 #define MAX_B 16
 
 static uint64_t g_seed;
+static int g_quick, g_nutt = N_UTT;
 static long g_fp16_same, g_fp16_total;
 
 typedef struct {
@@ -44,9 +46,9 @@ typedef struct {
 
 static void make_utts(const rnnt_model *m, int max_t, uint64_t *seed, utts *u)
 {
-    u->n = N_UTT;
+    u->n = g_nutt;
     u->max_frames = 1;
-    for (int i = 0; i < N_UTT; i++) {
+    for (int i = 0; i < u->n; i++) {
         int T = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? max_t : (int)(tu_rand_next(seed) % (uint64_t)(max_t + 1));
         u->x[i] = gm_features(T, m->feature_dim, m->fe_mean, m->fe_std, seed);
         u->in[i] = (rnnt_input){u->x[i], T};
@@ -93,7 +95,7 @@ static void decode_order(rnnt_runner *r, const utts *u, const int *order, int ba
 
 static void decode_shuffled(rnnt_runner *r, const utts *u, int batch, uint64_t *seed, rnnt_result *res)
 {
-    int order[N_UTT];
+    int order[N_UTT] = {0};
     for (int i = 0; i < u->n; i++) order[i] = i;
     for (int i = u->n - 1; i > 0; i--) {
         int j = (int)(tu_rand_next(seed) % (uint64_t)(i + 1)), t = order[i];
@@ -145,8 +147,8 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
     utts u;
     make_utts(m, max_t, &seed, &u);
-    int order[N_UTT];
-    for (int i = 0; i < N_UTT; i++) order[i] = i;
+    int order[N_UTT] = {0};
+    for (int i = 0; i < u.n; i++) order[i] = i;
     rnnt_result cpu[N_UTT], g32[N_UTT], g16[N_UTT], other[N_UTT];
     memset(cpu, 0, sizeof cpu);
     memset(g32, 0, sizeof g32);
@@ -157,7 +159,7 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     decode_order(rc, &u, order, MAX_B, cpu);
     rnnt_runner_free(rc);
     int labels = 0, steps = 0, skipped = 0;
-    for (int i = 0; i < N_UTT; i++) {
+    for (int i = 0; i < u.n; i++) {
         labels += cpu[i].n_tokens;
         steps += cpu[i].decode_steps;
         skipped += cpu[i].frames_skipped;
@@ -167,16 +169,16 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     rnnt_runner *r32 = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
     decode_order(r32, &u, order, MAX_B, g32);
     int bad = 0;
-    for (int i = 0; i < N_UTT; i++)
+    for (int i = 0; i < u.n; i++)
         if (!same_result(&g32[i], &cpu[i])) {
             if (bad++ < 3) describe("fp32 vs cpu", dir, i, &u, &g32[i], &cpu[i]);
         }
-    if (bad) fail_msg("%s: %d of %d utterances differ between CUDA fp32 and the CPU (seed %llu)", dir, bad, N_UTT,
+    if (bad) fail_msg("%s: %d of %d utterances differ between CUDA fp32 and the CPU (seed %llu)", dir, bad, u.n,
                       (unsigned long long)g_seed);
     static const int sizes[] = {1, 3, 7};
     for (int s = 0; s < 3; s++) {
         decode_shuffled(r32, &u, sizes[s], &seed, other);
-        for (int i = 0; i < N_UTT; i++)
+        for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &g32[i])) {
                 describe("fp32 batch invariance", dir, i, &u, &other[i], &g32[i]);
                 fail_msg("%s: fp32 utterance %d differs in a batch of %d", dir, i, sizes[s]);
@@ -188,12 +190,12 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     rnnt_runner *r16 = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
     decode_order(r16, &u, order, MAX_B, g16);
     int same16 = 0;
-    for (int i = 0; i < N_UTT; i++) same16 += same_tokens(&g16[i], &cpu[i]);
+    for (int i = 0; i < u.n; i++) same16 += same_tokens(&g16[i], &cpu[i]);
     g_fp16_same += same16;
-    g_fp16_total += N_UTT;
+    g_fp16_total += u.n;
     for (int s = 0; s < 3; s++) {
         decode_shuffled(r16, &u, sizes[s], &seed, other);
-        for (int i = 0; i < N_UTT; i++)
+        for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &g16[i])) {
                 describe("fp16 batch invariance", dir, i, &u, &other[i], &g16[i]);
                 fail_msg("%s: fp16 utterance %d differs in a batch of %d", dir, i, sizes[s]);
@@ -206,7 +208,7 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
         rnnt_runner *rm = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
         unsetenv(modes[k][0]);
         decode_order(rm, &u, order, MAX_B, other);
-        for (int i = 0; i < N_UTT; i++)
+        for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &g16[i])) {
                 describe("decode mode", dir, i, &u, &other[i], &g16[i]);
                 fail_msg("%s: %s=%s changes utterance %d", dir, modes[k][0], modes[k][1], i);
@@ -223,11 +225,11 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     }
     printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
            "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree\n",
-           dir, N_UTT, u.max_frames, labels, steps, skipped, same16, N_UTT);
-    clear_all(cpu, N_UTT);
-    clear_all(g32, N_UTT);
-    clear_all(g16, N_UTT);
-    clear_all(other, N_UTT);
+           dir, u.n, u.max_frames, labels, steps, skipped, same16, u.n);
+    clear_all(cpu, u.n);
+    clear_all(g32, u.n);
+    clear_all(g16, u.n);
+    clear_all(other, u.n);
     free_utts(&u);
     rnnt_model_free(m);
     return labels;
@@ -247,10 +249,11 @@ static const gm_cfg gen_models[] = {
 static void test_generated(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof gen_models / sizeof gen_models[0]; i++) {
+    size_t n_models = g_quick ? 1 : sizeof gen_models / sizeof gen_models[0];
+    for (size_t i = 0; i < n_models; i++) {
         char *dir = tu_tmpdir();
         gm_write_model(dir, &gen_models[i], g_seed + i);
-        int labels = check_model(dir, 150 + (int)i * 31, g_seed + 100 + i);
+        int labels = check_model(dir, g_quick ? 40 : 150 + (int)i * 31, g_seed + 100 + i);
         assert_true(labels > 0);
         tu_rmdir(dir);
     }
@@ -371,8 +374,8 @@ static void test_numeric(void **state)
     uint64_t seed = g_seed + 56;
     utts u;
     make_utts(m, 60, &seed, &u);
-    int order[N_UTT];
-    for (int i = 0; i < N_UTT; i++) order[i] = i;
+    int order[N_UTT] = {0};
+    for (int i = 0; i < u.n; i++) order[i] = i;
     rnnt_result cpu[N_UTT], gpu[N_UTT];
     memset(cpu, 0, sizeof cpu);
     memset(gpu, 0, sizeof gpu);
@@ -381,7 +384,7 @@ static void test_numeric(void **state)
     decode_order(rc, &u, order, MAX_B, cpu);
     decode_order(rg, &u, order, MAX_B, gpu);
     int failed = 0;
-    for (int i = 0; i < N_UTT; i++) {
+    for (int i = 0; i < u.n; i++) {
         if (cpu[i].status != gpu[i].status || cpu[i].decode_steps != gpu[i].decode_steps)
             fail_msg("utterance %d: CPU status %d after %d steps, CUDA %d after %d", i, cpu[i].status, cpu[i].decode_steps,
                      gpu[i].status, gpu[i].decode_steps);
@@ -398,9 +401,9 @@ static void test_numeric(void **state)
     rnnt_runner *r16;
     rnnt_status st = rnnt_runner_create(m, &p, &r16, err, sizeof err);
     assert_int_equal(st, RNNT_ERR_UNSUPPORTED);
-    printf("overflowing joint: %d/%d utterances fail with NUMERIC on both backends; fp16 create: %s\n", failed, N_UTT, err);
-    clear_all(cpu, N_UTT);
-    clear_all(gpu, N_UTT);
+    printf("overflowing joint: %d/%d utterances fail with NUMERIC on both backends; fp16 create: %s\n", failed, u.n, err);
+    clear_all(cpu, u.n);
+    clear_all(gpu, u.n);
     rnnt_runner_free(rc);
     rnnt_runner_free(rg);
     free_utts(&u);
@@ -458,6 +461,9 @@ int main(void)
         printf("SKIP: no usable CUDA device\n");
         return 77;
     }
+    const char *q = getenv("RNNT_TEST_QUICK");
+    g_quick = q && *q && strcmp(q, "0");
+    if (g_quick) g_nutt = 12;
     const char *s = getenv("RNNT_TEST_SEED");
     g_seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     printf("seed %llu\n", (unsigned long long)g_seed);

@@ -1,0 +1,261 @@
+/* lstm_layer.cu — kernel lab: the recurrence of one fp16 LSTM layer (input projection given), hard
+ * activations, in three variants:
+ *   1  per step: cuBLAS GEMM h·W_hh^T (fixed row chunk) + the fused cell kernel, launched directly
+ *   2  variant 1 captured once as a CUDA graph and replayed (what the encoder does)
+ *   3  one persistent cooperative kernel: W_hh rows in shared memory, tensor cores, one grid barrier
+ *      per step (cu_persist.cu)
+ *
+ *   lab_lstm_layer [variant]      check every variant (or one) against the CPU reference, then time
+ *
+ * Check: T = 24 steps, max |gpu - cpu| over every output (the CPU reference rounds h to fp16 each step,
+ * as the GPU stores it). Bench: T = 300, H = 1024 and 512, B = 1, 8, 32, 64; median of 20 (CUDA events). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cu_gemm.h"
+#include "cu_kernels.h"
+#include "cu_persist.h"
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define RK(call)                                                                                   \
+    do {                                                                                           \
+        char err[512];                                                                             \
+        size_t errlen = sizeof err;                                                                \
+        rnnt_status s_ = (call);                                                                   \
+        if (s_ != RNNT_OK) {                                                                       \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err);                               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rs = 42;
+static float frand(void)
+{
+    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rs >> 40) / 8388608.0 - 1.0);
+}
+static float h16(float x) { return __half2float(__float2half_rn(x)); }
+static float hsig(float x)
+{
+    if (x != x) return x;
+    float y = x / 6.0f + 0.5f;
+    return y <= 0 ? 0 : (y >= 1 ? 1 : y);
+}
+static float htanh(float x) { return x != x ? x : (x <= -1 ? -1 : (x >= 1 ? 1 : x)); }
+
+struct layer {
+    int B, T, H, hp, g4;
+    std::vector<float> x, w, bias; /* x [B][T][g4] (fp16 values), w [4H][hp] (fp16 values) */
+    std::vector<int> len;
+    __half *dx, *dw, *dy, *dhs, *dhb;
+    float *dbias, *dhproj, *dc;
+    int *dlen;
+};
+
+static void up16(__half **d, const std::vector<float> &h)
+{
+    std::vector<__half> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = __float2half_rn(h[i]);
+    CK(cudaMalloc(d, t.size() * 2 + 16));
+    CK(cudaMemcpy(*d, t.data(), t.size() * 2, cudaMemcpyHostToDevice));
+}
+
+static void make(layer *L, int B, int T, int H)
+{
+    L->B = B, L->T = T, L->H = H, L->hp = (H + 7) / 8 * 8, L->g4 = (4 * H + 7) / 8 * 8;
+    L->x.resize((size_t)B * T * L->g4);
+    L->w.assign((size_t)4 * H * L->hp, 0.0f);
+    L->bias.resize((size_t)4 * H);
+    for (auto &v : L->x) v = h16(3.0f * frand());
+    for (int r = 0; r < 4 * H; r++)
+        for (int k = 0; k < H; k++) L->w[(size_t)r * L->hp + k] = h16(frand() * 2.0f / sqrtf((float)H));
+    for (auto &v : L->bias) v = 0.3f * frand();
+    L->len.resize(B);
+    for (int b = 0; b < B; b++) {
+        frand();
+        L->len[b] = b == 0 ? T : (int)((rs >> 33) % (uint64_t)(T + 1));
+    }
+    up16(&L->dx, L->x);
+    up16(&L->dw, L->w);
+    size_t yb = (size_t)B * T * L->hp * 2;
+    CK(cudaMalloc(&L->dy, yb));
+    int rows = (B + 15) / 16 * 16 + 256;
+    CK(cudaMalloc(&L->dhs, (size_t)rows * L->hp * 2));
+    CK(cudaMemset(L->dhs, 0, (size_t)rows * L->hp * 2));
+    CK(cudaMalloc(&L->dhb, (size_t)2 * 64 * L->hp * 2));
+    CK(cudaMemset(L->dhb, 0, (size_t)2 * 64 * L->hp * 2));
+    CK(cudaMalloc(&L->dbias, L->bias.size() * 4));
+    CK(cudaMemcpy(L->dbias, L->bias.data(), L->bias.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&L->dhproj, (size_t)rows * L->g4 * 4));
+    CK(cudaMalloc(&L->dc, (size_t)rows * L->hp * 4));
+    CK(cudaMalloc(&L->dlen, (size_t)B * 4));
+    CK(cudaMemcpy(L->dlen, L->len.data(), (size_t)B * 4, cudaMemcpyHostToDevice));
+}
+
+static void destroy(layer *L)
+{
+    cudaFree(L->dx), cudaFree(L->dw), cudaFree(L->dy), cudaFree(L->dhs), cudaFree(L->dhb), cudaFree(L->dbias);
+    cudaFree(L->dhproj), cudaFree(L->dc), cudaFree(L->dlen);
+}
+
+/* CPU reference: y [B][T][H]. */
+static std::vector<float> reference(const layer *L)
+{
+    int B = L->B, T = L->T, H = L->H;
+    std::vector<float> y((size_t)B * T * H), h(H), c(H), a(4 * H);
+    for (int b = 0; b < B; b++) {
+        std::fill(h.begin(), h.end(), 0.0f);
+        std::fill(c.begin(), c.end(), 0.0f);
+        for (int t = 0; t < T; t++) {
+            for (int r = 0; r < 4 * H; r++) {
+                double s = 0;
+                for (int k = 0; k < H; k++) s += (double)L->w[(size_t)r * L->hp + k] * h[k];
+                a[r] = L->x[((size_t)b * T + t) * L->g4 + r] + L->bias[r] + (float)s;
+            }
+            for (int j = 0; j < H; j++) {
+                float i = hsig(a[j]), f = hsig(a[H + j]), g = htanh(a[2 * H + j]), o = hsig(a[3 * H + j]);
+                c[j] = f * c[j] + i * g;
+                h[j] = h16(o * htanh(c[j]));
+                y[((size_t)b * T + t) * H + j] = t < L->len[b] ? h[j] : 0.0f;
+            }
+        }
+    }
+    return y;
+}
+
+static void run_steps(cublasHandle_t blas, cudaStream_t s, layer *L)
+{
+    int rows = (L->B + 15) / 16 * 16;
+    for (int t = 0; t < L->T; t++) {
+        if (t > 0)
+            RK(cu_gemm_rows(blas, CU_F16, L->B, 4 * L->H, L->hp, L->dhs, L->hp, L->dw, L->hp, L->dhproj, 1, L->g4, rows,
+                            err, errlen));
+        RK(cu_lstm_pointwise(s, CU_F16, RNNT_ACT_HARD, L->B, L->H, L->hp, L->dx + (size_t)t * L->g4, (size_t)L->T * L->g4,
+                             t > 0 ? L->dhproj : NULL, L->g4, L->dbias, L->dc, L->hp, L->dy + (size_t)t * L->hp,
+                             (size_t)L->T * L->hp, L->dhs, L->hp, L->dlen, t, err, errlen));
+    }
+}
+
+static void run_persist(cudaStream_t s, layer *L)
+{
+    RK(cu_lstm_persist(s, RNNT_ACT_HARD, L->B, L->T, L->H, L->hp, L->g4, L->dw, L->dbias, L->dx, (size_t)L->T * L->g4,
+                       L->dlen, L->dy, (size_t)L->T * L->hp, L->dhb, err, errlen));
+}
+
+struct runner {
+    int variant;
+    cudaGraphExec_t exec;
+};
+
+static void run(runner *r, cublasHandle_t blas, cudaStream_t s, layer *L)
+{
+    if (r->variant == 1) run_steps(blas, s, L);
+    else if (r->variant == 2) {
+        if (!r->exec) {
+            cudaGraph_t g;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            run_steps(blas, s, L);
+            CK(cudaStreamEndCapture(s, &g));
+            CK(cudaGraphInstantiate(&r->exec, g, 0));
+            CK(cudaGraphDestroy(g));
+        }
+        CK(cudaGraphLaunch(r->exec, s));
+    } else
+        run_persist(s, L);
+}
+
+int main(int argc, char **argv)
+{
+    int only = argc > 1 ? atoi(argv[1]) : 0, count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || !count) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    cublasHandle_t blas;
+    RK(cu_blas_create(s, ws, 32 << 20, &blas, err, errlen));
+    static const char *names[] = {"", "steps: cuBLAS + cell kernel", "steps as a CUDA graph", "persistent kernel"};
+
+    static const int checks[][2] = {{1024, 1}, {1024, 17}, {512, 64}, {100, 3}, {320, 8}};
+    for (auto &ck : checks) {
+        layer L;
+        make(&L, ck[1], 24, ck[0]);
+        std::vector<float> ref = reference(&L);
+        for (int v = 1; v <= 3; v++) {
+            if (only && v != only) continue;
+            if (v == 3 && !cu_persist_fits(L.H, L.B, NULL)) {
+                printf("check H=%d B=%d variant %d: does not fit\n", L.H, L.B, v);
+                continue;
+            }
+            runner r = {v, NULL};
+            CK(cudaMemset(L.dy, 0xff, (size_t)L.B * L.T * L.hp * 2));
+            run(&r, blas, s, &L);
+            CK(cudaStreamSynchronize(s));
+            std::vector<__half> y((size_t)L.B * L.T * L.hp);
+            CK(cudaMemcpy(y.data(), L.dy, y.size() * 2, cudaMemcpyDeviceToHost));
+            double worst = 0;
+            for (int b = 0; b < L.B; b++)
+                for (int t = 0; t < L.T; t++)
+                    for (int j = 0; j < L.hp; j++) {
+                        float g = __half2float(y[((size_t)b * L.T + t) * L.hp + j]);
+                        float w = j < L.H ? ref[((size_t)b * L.T + t) * L.H + j] : 0.0f;
+                        double d = fabs((double)g - w);
+                        if (!(d <= worst)) worst = d; /* NaN (unwritten) makes worst NaN */
+                    }
+            printf("check H=%d B=%d variant %d (%s): max |gpu - cpu| = %.3g %s\n", L.H, L.B, v, names[v], worst,
+                   worst <= 2e-2 ? "ok" : "FAIL");
+            if (r.exec) cudaGraphExecDestroy(r.exec);
+        }
+        destroy(&L);
+    }
+
+    printf("\n| H | B | variant | ms per layer (T=300) | us per step |\n|---|---|---|---|---|\n");
+    static const int Hs[] = {1024, 512}, Bs[] = {1, 8, 32, 64};
+    for (int H : Hs)
+        for (int B : Bs) {
+            layer L;
+            make(&L, B, 300, H);
+            for (int v = 1; v <= 3; v++) {
+                if (only && v != only) continue;
+                if (v == 3 && !cu_persist_fits(H, B, NULL)) continue;
+                runner r = {v, NULL};
+                cudaEvent_t a, e;
+                CK(cudaEventCreate(&a));
+                CK(cudaEventCreate(&e));
+                for (int i = 0; i < 3; i++) run(&r, blas, s, &L);
+                std::vector<float> ts;
+                for (int i = 0; i < 20; i++) {
+                    CK(cudaEventRecord(a, s));
+                    run(&r, blas, s, &L);
+                    CK(cudaEventRecord(e, s));
+                    CK(cudaEventSynchronize(e));
+                    float ms;
+                    CK(cudaEventElapsedTime(&ms, a, e));
+                    ts.push_back(ms);
+                }
+                std::sort(ts.begin(), ts.end());
+                printf("| %d | %d | %d %s | %.3f | %.2f |\n", H, B, v, names[v], ts[10], ts[10] * 1e3 / 300);
+                fflush(stdout);
+                if (r.exec) cudaGraphExecDestroy(r.exec);
+                cudaEventDestroy(a);
+                cudaEventDestroy(e);
+            }
+            destroy(&L);
+        }
+    return 0;
+}

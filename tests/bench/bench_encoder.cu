@@ -1,0 +1,558 @@
+/* bench_encoder.cu — our LSTM encoder (hard and soft activations) against cuDNN's cudnnRNNForward on the
+ * same weights and inputs, in one process: CUDA events, warm-up, median of repeats.
+ *
+ *   bench_encoder [--quick] [--reps N]
+ *
+ * Shapes (issue 5): 5 layers x 1024 hidden, input 240, 300 steps, batch 1/8/32/128/256, fp16; the
+ * seed's 4 x 512, input 512, 100 steps, batch 64, fp32 and fp16. For each: ms, TFLOP/s (2*4H*(I+H)*T*B
+ * per layer), % of the fp16 GEMM peak measured here (cuBLAS, 8192^3), the ratio to the best cuDNN
+ * algorithm, device memory per batch item (our encoder's buffers vs cuDNN's workspace + x + y), and
+ * the largest difference between our soft encoder and cuDNN's output (same function, so a check).
+ * Our time is the replay of the encoder graph (frontend cast + every layer); the input upload is
+ * excluded on both sides. cuDNN's fp32 runs without TF32 (as ours) and, separately, with it. */
+#include <cudnn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cu_encoder.h"
+#include "cu_gemm.h"
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define RK(call)                                                                                   \
+    do {                                                                                           \
+        char err[512];                                                                             \
+        size_t errlen = sizeof err;                                                                \
+        rnnt_status s_ = (call);                                                                   \
+        if (s_ != RNNT_OK) {                                                                       \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err);                               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static int g_reps = 20;
+
+static uint64_t rng = 0x1234567ull;
+static float frand(void) /* uniform [-1, 1) */
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+
+/* Pseudo-random fill on the device (timing on zeros can flatter a kernel). */
+__global__ void k_fill(void *p, size_t n, int f16, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned z = (unsigned)i * 2654435761u + seed;
+        z ^= z >> 15;
+        z *= 2246822519u;
+        z ^= z >> 13;
+        float v = (float)(z & 0xffff) / 32768.0f - 1.0f;
+        if (f16) ((__half *)p)[i] = __float2half_rn(v);
+        else ((float *)p)[i] = v;
+    }
+}
+
+/* ---------------------------------------------------------------- a model in memory */
+
+struct host_model {
+    struct rnnt_model m;
+    std::vector<rnnt_lstm_layer> enc, pred;
+    std::vector<std::vector<float>> store;
+    const float *add(size_t n, float bound)
+    {
+        store.emplace_back(n);
+        for (auto &v : store.back()) v = bound * frand();
+        return store.back().data();
+    }
+};
+
+static void make_layer(host_model *hm, rnnt_lstm_layer *L, int I, int H)
+{
+    float b = 1.0f / sqrtf((float)H);
+    L->input = I;
+    L->hidden = H;
+    L->time_stack = 1;
+    L->w_ih = hm->add((size_t)4 * H * I, b);
+    L->w_hh = hm->add((size_t)4 * H * H, b);
+    L->b_ih = hm->add((size_t)4 * H, b);
+    L->b_hh = hm->add((size_t)4 * H, b);
+    hm->store.emplace_back((size_t)4 * H);
+    for (int i = 0; i < 4 * H; i++) hm->store.back()[i] = L->b_ih[i] + L->b_hh[i];
+    L->bias = hm->store.back().data();
+}
+
+/* An encoder of `layers` x H over inputs of width I (no stacking, no normalisation) with a minimal
+ * predictor and joint, which the weight upload needs. */
+static void make_model(host_model *hm, int layers, int I, int H)
+{
+    memset(&hm->m, 0, sizeof hm->m);
+    hm->store.reserve(64);
+    hm->enc.resize(layers);
+    for (int l = 0; l < layers; l++) make_layer(hm, &hm->enc[l], l ? H : I, H);
+    hm->pred.resize(1);
+    make_layer(hm, &hm->pred[0], 8, 8);
+    struct rnnt_model *m = &hm->m;
+    m->feature_dim = I;
+    m->stacking = 1;
+    m->act = RNNT_ACT_HARD;
+    m->n_enc = layers;
+    m->enc = hm->enc.data();
+    m->embed_dim = 8;
+    m->vocab = 4;
+    m->embedding = hm->add((size_t)5 * 8, 1.0f);
+    m->n_pred = 1;
+    m->pred = hm->pred.data();
+    m->joint_dim = 8;
+    m->joint_act = RNNT_JOINT_RELU;
+    m->joint_enc_w = hm->add((size_t)8 * H, 0.1f);
+    m->joint_enc_b = hm->add(8, 0.1f);
+    m->joint_pred_w = hm->add((size_t)8 * 8, 0.1f);
+    m->joint_pred_b = hm->add(8, 0.1f);
+    m->n_out = 5;
+    m->blank = 4;
+    m->joint_out_w = hm->add((size_t)5 * 8, 0.1f);
+    m->joint_out_b = hm->add(5, 0.1f);
+    m->max_symbols = 3;
+}
+
+/* ---------------------------------------------------------------- timing */
+
+static float median(std::vector<float> v)
+{
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+template <typename F> static float time_ms(cudaStream_t s, F &&f, int reps)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++) f(); /* warm-up: graph instantiation, cuBLAS heuristics, caches */
+    CK(cudaStreamSynchronize(s));
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a, s));
+        f();
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms);
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return median(t);
+}
+
+static double gemm_peak(cudaStream_t s, cublasHandle_t h, int f16)
+{
+    int n = f16 ? 8192 : 4096;
+    void *A, *B, *C;
+    size_t es = f16 ? 2 : 4;
+    CK(cudaMalloc(&A, (size_t)n * n * es));
+    CK(cudaMalloc(&B, (size_t)n * n * es));
+    CK(cudaMalloc(&C, (size_t)n * n * es));
+    /* random data (zeros can run faster than real data) */
+    std::vector<float> hv((size_t)n * n);
+    for (auto &v : hv) v = frand();
+    if (f16) {
+        std::vector<__half> hh(hv.size());
+        for (size_t i = 0; i < hv.size(); i++) hh[i] = __float2half_rn(hv[i]);
+        CK(cudaMemcpy(A, hh.data(), hh.size() * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(B, hh.data(), hh.size() * 2, cudaMemcpyHostToDevice));
+    } else {
+        CK(cudaMemcpy(A, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(B, hv.data(), hv.size() * 4, cudaMemcpyHostToDevice));
+    }
+    cu_dtype dt = f16 ? CU_F16 : CU_F32;
+    float ms = time_ms(s, [&] { RK(cu_gemm_rows(h, dt, n, n, n, A, n, B, n, C, 0, n, n, err, errlen)); }, 10);
+    CK(cudaFree(A));
+    CK(cudaFree(B));
+    CK(cudaFree(C));
+    return 2.0 * n * (double)n * n / (ms * 1e-3) / 1e12;
+}
+
+/* ---------------------------------------------------------------- cuDNN */
+
+#define DK(call)                                                                                   \
+    do {                                                                                           \
+        cudnnStatus_t e_ = (call);                                                                 \
+        if (e_ != CUDNN_STATUS_SUCCESS) {                                                          \
+            snprintf(why, sizeof why, "%s: %s", #call, cudnnGetErrorString(e_));                  \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+struct cudnn_result {
+    int ok;
+    float ms;
+    size_t work, reserve, weights;
+    std::vector<float> y; /* [T][B][H] */
+    char why[256];
+};
+
+static const char *algo_name(cudnnRNNAlgo_t a)
+{
+    switch (a) {
+    case CUDNN_RNN_ALGO_STANDARD: return "standard";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC: return "persist_static";
+    case CUDNN_RNN_ALGO_PERSIST_DYNAMIC: return "persist_dynamic";
+    case CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H: return "persist_static_small_h";
+    default: return "?";
+    }
+}
+
+static cudnn_result run_cudnn(cudnnHandle_t dh, cudaStream_t s, const host_model *hm, int T, int B, int f16, int tf32,
+                              cudnnRNNAlgo_t algo, const std::vector<float> &x_tbi, int want_y)
+{
+    cudnn_result r;
+    r.ok = 0;
+    r.ms = 0;
+    r.work = r.reserve = r.weights = 0;
+    char why[256] = "";
+    const struct rnnt_model *m = &hm->m;
+    int L = m->n_enc, I = m->enc[0].input, H = m->enc[0].hidden;
+    cudnnDataType_t dtype = f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    size_t es = f16 ? 2 : 4;
+    cudnnRNNDescriptor_t rnn = NULL;
+    cudnnDropoutDescriptor_t drop = NULL;
+    cudnnRNNDataDescriptor_t xd = NULL, yd = NULL;
+    cudnnTensorDescriptor_t hd = NULL, md = NULL, bd = NULL;
+    void *states = NULL, *wspace = NULL, *work = NULL, *reserve = NULL, *x = NULL, *y = NULL;
+    int *dseq = NULL;
+    size_t ssize = 0, wsize = 0;
+    std::vector<int> seq(B, T);
+    cudnnMathType_t math = f16 ? CUDNN_TENSOR_OP_MATH : (tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH);
+    DK(cudnnCreateRNNDescriptor(&rnn));
+    DK(cudnnCreateDropoutDescriptor(&drop));
+    DK(cudnnDropoutGetStatesSize(dh, &ssize));
+    CK(cudaMalloc(&states, ssize));
+    DK(cudnnSetDropoutDescriptor(drop, dh, 0.0f, states, ssize, 0));
+    if (cudnnSetRNNDescriptor_v8(rnn, algo, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+                                 dtype, CUDNN_DATA_FLOAT, math, I, H, H, L, drop, CUDNN_RNN_PADDED_IO_ENABLED) !=
+        CUDNN_STATUS_SUCCESS)
+        DK(cudnnSetRNNDescriptor_v8(rnn, algo, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+                                    dtype, dtype, math, I, H, H, L, drop, CUDNN_RNN_PADDED_IO_ENABLED));
+    if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) DK(cudnnBuildRNNDynamic(dh, rnn, B));
+    DK(cudnnCreateRNNDataDescriptor(&xd));
+    DK(cudnnCreateRNNDataDescriptor(&yd));
+    DK(cudnnSetRNNDataDescriptor(xd, dtype, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, B, I, seq.data(), NULL));
+    DK(cudnnSetRNNDataDescriptor(yd, dtype, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, B, H, seq.data(), NULL));
+    DK(cudnnCreateTensorDescriptor(&hd));
+    {
+        int dims[3] = {L, B, H}, strides[3] = {B * H, H, 1};
+        DK(cudnnSetTensorNdDescriptor(hd, dtype, 3, dims, strides));
+    }
+    DK(cudnnGetRNNWeightSpaceSize(dh, rnn, &wsize));
+    DK(cudnnGetRNNTempSpaceSizes(dh, rnn, CUDNN_FWD_MODE_INFERENCE, xd, &r.work, &r.reserve));
+    r.weights = wsize;
+    CK(cudaMalloc(&wspace, wsize));
+    CK(cudaMemset(wspace, 0, wsize));
+    if (r.work) CK(cudaMalloc(&work, r.work));
+    if (r.reserve) CK(cudaMalloc(&reserve, r.reserve));
+    CK(cudaMalloc(&x, (size_t)T * B * I * es));
+    CK(cudaMalloc(&y, (size_t)T * B * H * es));
+    CK(cudaMalloc(&dseq, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(dseq, seq.data(), (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    DK(cudnnCreateTensorDescriptor(&md));
+    DK(cudnnCreateTensorDescriptor(&bd));
+    for (int l = 0; l < L; l++) {
+        const rnnt_lstm_layer *Ly = &m->enc[l];
+        for (int id = 0; id < 8; id++) {
+            void *ma = NULL, *ba = NULL;
+            DK(cudnnGetRNNWeightParams(dh, rnn, l, wsize, wspace, id, md, &ma, bd, &ba));
+            int g = id & 3, K = id < 4 ? Ly->input : H;
+            const float *W = (id < 4 ? Ly->w_ih : Ly->w_hh) + (size_t)g * H * K;
+            const float *bb = (id < 4 ? Ly->b_ih : Ly->b_hh) + (size_t)g * H;
+            std::vector<unsigned char> buf((size_t)H * K * es);
+            for (size_t i = 0; i < (size_t)H * K; i++) {
+                if (f16) ((__half *)buf.data())[i] = __float2half_rn(W[i]);
+                else ((float *)buf.data())[i] = W[i];
+            }
+            if (ma) CK(cudaMemcpy(ma, buf.data(), buf.size(), cudaMemcpyHostToDevice));
+            for (int i = 0; i < H; i++) {
+                if (f16) ((__half *)buf.data())[i] = __float2half_rn(bb[i]);
+                else ((float *)buf.data())[i] = bb[i];
+            }
+            if (ba) CK(cudaMemcpy(ba, buf.data(), (size_t)H * es, cudaMemcpyHostToDevice));
+        }
+    }
+    {
+        std::vector<unsigned char> buf(x_tbi.size() * es);
+        for (size_t i = 0; i < x_tbi.size(); i++) {
+            if (f16) ((__half *)buf.data())[i] = __float2half_rn(x_tbi[i]);
+            else ((float *)buf.data())[i] = x_tbi[i];
+        }
+        CK(cudaMemcpy(x, buf.data(), buf.size(), cudaMemcpyHostToDevice));
+    }
+    DK(cudnnSetStream(dh, s));
+    {
+        cudnnStatus_t fst = CUDNN_STATUS_SUCCESS;
+        auto fwd = [&] {
+            cudnnStatus_t st = cudnnRNNForward(dh, rnn, CUDNN_FWD_MODE_INFERENCE, dseq, xd, x, yd, y, hd, NULL, NULL, hd,
+                                               NULL, NULL, wsize, wspace, r.work, work, r.reserve, reserve);
+            if (st != CUDNN_STATUS_SUCCESS) fst = st;
+        };
+        fwd();
+        CK(cudaStreamSynchronize(s));
+        if (fst != CUDNN_STATUS_SUCCESS) {
+            snprintf(why, sizeof why, "cudnnRNNForward: %s", cudnnGetErrorString(fst));
+            goto fail;
+        }
+        r.ms = time_ms(s, fwd, g_reps);
+        if (fst != CUDNN_STATUS_SUCCESS) {
+            snprintf(why, sizeof why, "cudnnRNNForward: %s", cudnnGetErrorString(fst));
+            goto fail;
+        }
+    }
+    if (want_y) {
+        std::vector<unsigned char> buf((size_t)T * B * H * es);
+        CK(cudaMemcpy(buf.data(), y, buf.size(), cudaMemcpyDeviceToHost));
+        r.y.resize((size_t)T * B * H);
+        for (size_t i = 0; i < r.y.size(); i++) r.y[i] = f16 ? __half2float(((__half *)buf.data())[i]) : ((float *)buf.data())[i];
+    }
+    r.ok = 1;
+fail:
+    snprintf(r.why, sizeof r.why, "%s", why);
+    cudaGetLastError();
+    if (rnn) cudnnDestroyRNNDescriptor(rnn);
+    if (drop) cudnnDestroyDropoutDescriptor(drop);
+    if (xd) cudnnDestroyRNNDataDescriptor(xd);
+    if (yd) cudnnDestroyRNNDataDescriptor(yd);
+    if (hd) cudnnDestroyTensorDescriptor(hd);
+    if (md) cudnnDestroyTensorDescriptor(md);
+    if (bd) cudnnDestroyTensorDescriptor(bd);
+    cudaFree(states);
+    cudaFree(wspace);
+    cudaFree(work);
+    cudaFree(reserve);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(dseq);
+    return r;
+}
+
+/* ---------------------------------------------------------------- ours */
+
+struct ours_result {
+    float ms_hard, ms_soft, ms_inproj, ms_hard_steps; /* steps: the per-step GEMM path (persistent kernel off) */
+    int persist_layers;
+    size_t bytes;
+    std::vector<float> y_soft; /* [B][T][H] */
+};
+
+static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *hm, int T, int B, int f16,
+                            const std::vector<float> &x_bti)
+{
+    ours_result r;
+    const struct rnnt_model *m = &hm->m;
+    int I = m->enc[0].input, H = m->enc[0].hidden;
+    cu_weights w;
+    RK(cu_weights_upload(m, f16 ? CU_F16 : CU_F32, &w, err, errlen));
+    std::vector<const float *> feats(B);
+    std::vector<int> frames(B, T);
+    for (int b = 0; b < B; b++) feats[b] = x_bti.data() + (size_t)b * T * I;
+    r.ms_hard_steps = 0;
+    r.persist_layers = 0;
+    for (int run = 0; run < 3; run++) {
+        int soft = run == 1, persist = run < 2;
+        cu_weights wa = w; /* shares the device arena; only the activation differs */
+        wa.act = soft ? RNNT_ACT_SOFT : RNNT_ACT_HARD;
+        cu_encoder_params p;
+        memset(&p, 0, sizeof p);
+        p.max_batch = B;
+        p.max_frames = T;
+        p.graphs = 1;
+        p.persist = persist;
+        cu_encoder *e;
+        RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
+        if (run == 2 && r.persist_layers == 0) { /* no persistent path here: the steps path was timed already */
+            r.ms_hard_steps = r.ms_hard;
+            cu_encoder_free(e);
+            continue;
+        }
+        if (run == 0) r.persist_layers = cu_encoder_persistent_layers(e);
+        RK(cu_encoder_stage(e, B, feats.data(), frames.data(), err, errlen));
+        RK(cu_encoder_upload(e, err, errlen));
+        float ms = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
+        const cu_encoder_batch *bt = cu_encoder_get_batch(e);
+        if (!bt->graphs_on) fprintf(stderr, "warning: our encoder ran without graphs (%s)\n", bt->graph_note ? bt->graph_note : "?");
+        if (soft) {
+            r.ms_soft = ms;
+            size_t n = (size_t)bt->nb * bt->t_enc * w.hep;
+            std::vector<float> out(n);
+            if (f16) {
+                std::vector<__half> hb(n);
+                CK(cudaMemcpy(hb.data(), bt->out, n * 2, cudaMemcpyDeviceToHost));
+                for (size_t i = 0; i < n; i++) out[i] = __half2float(hb[i]);
+            } else {
+                CK(cudaMemcpy(out.data(), bt->out, n * 4, cudaMemcpyDeviceToHost));
+            }
+            r.y_soft.resize((size_t)B * T * H);
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++)
+                    memcpy(&r.y_soft[((size_t)b * T + t) * H], &out[((size_t)b * bt->t_enc + t) * w.hep], (size_t)H * 4);
+            r.bytes = cu_encoder_device_bytes(e);
+        } else if (run == 0) {
+            r.ms_hard = ms;
+        } else {
+            r.ms_hard_steps = ms;
+        }
+        cu_encoder_free(e);
+    }
+    /* the input projections alone (all layers), to split the time: GEMM over all steps vs recurrence */
+    {
+        size_t es = f16 ? 2 : 4, rows = cu_round_up((size_t)B * T, 1024);
+        int maxw = 0;
+        for (int l = 0; l < w.n_enc; l++) maxw = std::max(maxw, std::max(w.enc[l].in_w, w.enc[l].g4));
+        void *A, *C;
+        CK(cudaMalloc(&A, rows * maxw * es));
+        CK(cudaMalloc(&C, rows * maxw * es));
+        k_fill<<<1024, 256, 0, s>>>(A, rows * maxw, f16, 7u);
+        CK(cudaGetLastError());
+        r.ms_inproj = time_ms(s, [&] {
+            for (int l = 0; l < w.n_enc; l++)
+                RK(cu_gemm_rows(h, w.dt, B * T, 4 * w.enc[l].hidden, w.enc[l].in_w, A, w.enc[l].in_w, w.enc[l].w_ih,
+                                w.enc[l].in_w, C, 0, w.enc[l].g4, 1024, err, errlen));
+        }, g_reps);
+        CK(cudaFree(A));
+        CK(cudaFree(C));
+    }
+    cu_weights_free(&w);
+    return r;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || !count) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    cublasHandle_t h;
+    RK(cu_blas_create(s, ws, 32 << 20, &h, err, errlen));
+    cudnnHandle_t dh;
+    if (cudnnCreate(&dh) != CUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "cudnnCreate failed\n");
+        return 1;
+    }
+    double peak16 = gemm_peak(s, h, 1), peak32 = gemm_peak(s, h, 0);
+    printf("device %s, cuDNN %zu, median of %d; cuBLAS GEMM peak measured here: fp16 %.0f TFLOP/s (8192^3), fp32 %.1f "
+           "TFLOP/s (4096^3, no TF32)\n",
+           prop.name, cudnnGetVersion(), g_reps, peak16, peak32);
+
+    struct shape {
+        int layers, I, H, T, B, f16;
+    };
+    std::vector<shape> shapes;
+    static const int Bs[] = {1, 8, 32, 128, 256};
+    for (int i = 0; i < 5; i++)
+        if (!quick || Bs[i] == 1 || Bs[i] == 256) shapes.push_back({5, 240, 1024, 300, Bs[i], 1});
+    shapes.push_back({4, 512, 512, 100, 64, 0});
+    shapes.push_back({4, 512, 512, 100, 64, 1});
+
+    printf("\n| shape (layers x H, in, T) | dtype | B | ours hard ms | ours soft ms | ours hard, per-step GEMMs ms | cuDNN ms "
+           "(algo) | soft / cuDNN | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
+           "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    fflush(stdout);
+    std::vector<std::string> notes;
+    for (const shape &sh : shapes) {
+        host_model hm;
+        make_model(&hm, sh.layers, sh.I, sh.H);
+        std::vector<float> x_bti((size_t)sh.B * sh.T * sh.I), x_tbi(x_bti.size());
+        for (auto &v : x_bti) v = frand();
+        for (int b = 0; b < sh.B; b++)
+            for (int t = 0; t < sh.T; t++)
+                memcpy(&x_tbi[((size_t)t * sh.B + b) * sh.I], &x_bti[((size_t)b * sh.T + t) * sh.I], (size_t)sh.I * 4);
+        ours_result o = run_ours(s, h, &hm, sh.T, sh.B, sh.f16, x_bti);
+        static const cudnnRNNAlgo_t algos[] = {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC,
+                                               CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
+        cudnn_result best;
+        best.ok = 0;
+        cudnnRNNAlgo_t best_algo = CUDNN_RNN_ALGO_STANDARD;
+        std::vector<float> ystd; /* the standard algorithm's output, for the check */
+        char tried[512] = "";
+        for (int a = 0; a < 4; a++) {
+            cudnn_result c = run_cudnn(dh, s, &hm, sh.T, sh.B, sh.f16, 0, algos[a], x_tbi, a == 0);
+            size_t tl = strlen(tried);
+            if (c.ok)
+                snprintf(tried + tl, sizeof tried - tl, "%s %.3f ms; ", algo_name(algos[a]), c.ms);
+            else
+                snprintf(tried + tl, sizeof tried - tl, "%s: %s; ", algo_name(algos[a]), c.why);
+            if (c.ok && a == 0) ystd.swap(c.y);
+            if (c.ok && (!best.ok || c.ms < best.ms)) {
+                best = c;
+                best_algo = algos[a];
+            }
+        }
+        char shp[64];
+        snprintf(shp, sizeof shp, "%d x %d, in %d, T %d", sh.layers, sh.H, sh.I, sh.T);
+        double flop = 0;
+        for (int l = 0; l < sh.layers; l++) flop += 2.0 * 4 * sh.H * ((l ? sh.H : sh.I) + sh.H) * (double)sh.T * sh.B;
+        double tf = flop / (o.ms_soft * 1e-3) / 1e12;
+        double diff = 0;
+        if (ystd.size())
+            for (int b = 0; b < sh.B; b++)
+                for (int t = 0; t < sh.T; t++)
+                    for (int j = 0; j < sh.H; j++)
+                        diff = std::max(diff, (double)fabsf(o.y_soft[((size_t)b * sh.T + t) * sh.H + j] -
+                                                            ystd[((size_t)t * sh.B + b) * sh.H + j]));
+        size_t es = sh.f16 ? 2 : 4;
+        double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
+        if (best.ok)
+            printf("| %s | %s | %d | %.3f | %.3f | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.ms_hard_steps, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
+                   o.ms_hard / best.ms, tf, 100.0 * tf / peak16, o.ms_inproj, o.bytes / (double)sh.B / 1048576.0, cud_mem, diff);
+        else
+            printf("| %s | %s | %d | %.3f | %.3f | %.3f | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.ms_hard_steps, tf, 100.0 * tf / peak16, o.ms_inproj,
+                   o.bytes / (double)sh.B / 1048576.0);
+        fflush(stdout);
+        char nb[700];
+        snprintf(nb, sizeof nb, "%s %s B=%d cuDNN: %s", shp, sh.f16 ? "fp16" : "fp32", sh.B, tried);
+        notes.push_back(nb);
+        if (!sh.f16) {
+            cudnn_result t = run_cudnn(dh, s, &hm, sh.T, sh.B, 0, 1, CUDNN_RNN_ALGO_STANDARD, x_tbi, 0);
+            snprintf(nb, sizeof nb, "%s fp32 B=%d cuDNN with TF32 allowed: %s", shp, sh.B,
+                     t.ok ? (std::to_string(t.ms) + " ms").c_str() : t.why);
+            notes.push_back(nb);
+        }
+    }
+    printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
+    for (auto &n : notes) printf("  %s\n", n.c_str());
+    cudnnDestroy(dh);
+    cublasDestroy(h);
+    CK(cudaFree(ws));
+    return 0;
+}

@@ -1,0 +1,208 @@
+/* bench_engine.c — the whole engine through the public API on a model directory: audio seconds decoded
+ * per second (RTFx) for batches of equal-length utterances, the time split, and multi-blank decoding
+ * against the same model with its big blanks switched off.
+ *
+ *   bench_engine MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256]
+ *                [--seconds 10] [--reps 5]
+ *
+ * Inputs: random features whose normalised values are N(0, 1) (what the random models' output biases
+ * were calibrated on), a fresh utterance per batch slot. A decode is timed from the call to
+ * rnnt_runner_decode to its return (upload, encoder, decoding, results, text), median of --reps after
+ * two warm-ups. RTFx = batch * seconds / that time.
+ * The split comes from a second runner with RNNT_CUDA_DECODE=profile (the same kernels, launched from
+ * the host with events between phases: it adds a sync per step, so only its shares are meaningful).
+ * "Big blanks off" sets the big-blank output biases to -1e30 before creating a runner: the same model
+ * decoded as a plain RNN-T (every blank moves one frame). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return ((rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float gauss(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    double wall, rtfx;
+    rnnt_timing tm; /* of the median run */
+    double labels, steps, skipped; /* per utterance */
+} run_stats;
+
+static int run(const rnnt_model *m, rnnt_runner_params p, int B, int frames, int reps, float **feats, run_stats *out,
+               const char *env_decode)
+{
+    char err[512];
+    if (env_decode) setenv("RNNT_CUDA_DECODE", env_decode, 1);
+    rnnt_runner *r;
+    rnnt_status st = rnnt_runner_create(m, &p, &r, err, sizeof err);
+    if (env_decode) unsetenv("RNNT_CUDA_DECODE");
+    if (st) {
+        fprintf(stderr, "runner: %s\n", err);
+        return 1;
+    }
+    rnnt_input *in = calloc((size_t)B, sizeof *in);
+    rnnt_result *res = calloc((size_t)B, sizeof *res);
+    double *t = calloc((size_t)reps, sizeof *t);
+    rnnt_timing *tm = calloc((size_t)reps, sizeof *tm);
+    for (int b = 0; b < B; b++) in[b] = (rnnt_input){feats[b], frames};
+    for (int i = 0; i < 2 + reps; i++) {
+        rnnt_timing x;
+        double t0 = now_s();
+        if (rnnt_runner_decode(r, B, in, res, &x, err, sizeof err)) {
+            fprintf(stderr, "decode: %s\n", err);
+            return 1;
+        }
+        double dt = now_s() - t0;
+        if (i >= 2) {
+            t[i - 2] = dt;
+            tm[i - 2] = x;
+        }
+    }
+    double sorted[64];
+    int n = reps < 64 ? reps : 64;
+    memcpy(sorted, t, sizeof(double) * n);
+    qsort(sorted, (size_t)n, sizeof(double), cmp_d);
+    out->wall = sorted[n / 2];
+    for (int i = 0; i < n; i++)
+        if (t[i] == out->wall) out->tm = tm[i];
+    out->labels = out->steps = out->skipped = 0;
+    for (int b = 0; b < B; b++) {
+        out->labels += res[b].n_tokens;
+        out->steps += res[b].decode_steps;
+        out->skipped += res[b].frames_skipped;
+        rnnt_result_clear(&res[b]);
+    }
+    out->labels /= B;
+    out->steps /= B;
+    out->skipped /= B;
+    rnnt_runner_free(r);
+    free(in);
+    free(res);
+    free(t);
+    free(tm);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256] "
+                        "[--seconds 10] [--reps 5]\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1], *batches = "1,32,256";
+    double seconds = 10;
+    int reps = 5;
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CUDA;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--backend")) p.backend = !strcmp(argv[i + 1], "cpu") ? RNNT_BACKEND_CPU : RNNT_BACKEND_CUDA;
+        else if (!strcmp(argv[i], "--precision")) p.precision = !strcmp(argv[i + 1], "fp32") ? RNNT_PRECISION_FP32 : RNNT_PRECISION_FP16;
+        else if (!strcmp(argv[i], "--batches")) batches = argv[i + 1];
+        else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (p.backend == RNNT_BACKEND_CUDA && !rnnt_cuda_available()) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    char err[512];
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const rnnt_model_info *info = rnnt_model_get_info(m);
+    int frames = (int)lround(seconds * info->sample_rate / info->hop_length);
+    int Bs[16], nB = 0;
+    for (char *s = (char *)batches; *s && nB < 16;) {
+        Bs[nB++] = (int)strtol(s, &s, 10);
+        if (*s == ',') s++;
+    }
+    int maxB = 1;
+    for (int i = 0; i < nB; i++)
+        if (Bs[i] > maxB) maxB = Bs[i];
+    float **feats = calloc((size_t)maxB, sizeof *feats);
+    for (int b = 0; b < maxB; b++) {
+        feats[b] = malloc((size_t)frames * m->feature_dim * sizeof(float));
+        for (int t = 0; t < frames; t++)
+            for (int f = 0; f < m->feature_dim; f++) {
+                float z = gauss();
+                feats[b][(size_t)t * m->feature_dim + f] = m->fe_mean ? m->fe_mean[f] + m->fe_std[f] * z : z;
+            }
+    }
+    printf("model %s (%s): %lld parameters, %d encoder layers x %d, %s LSTMs, big blanks %d; %d-frame utterances "
+           "(%.1f s), %s %s, median of %d\n",
+           info->name, dir, info->n_parameters, info->n_encoder_layers, info->encoder_hidden,
+           info->lstm_activation == RNNT_ACT_HARD ? "hard" : "soft", info->n_big_blanks, frames, seconds,
+           p.backend == RNNT_BACKEND_CUDA ? "cuda" : "cpu", p.precision == RNNT_PRECISION_FP32 ? "fp32" : "fp16", reps);
+
+    run_stats on[16], off[16], prof[16];
+    printf("\n| batch | wall ms | RTFx | encoder ms | joint proj ms | decode loop ms | steps/utt | labels/utt | "
+           "frames skipped/utt |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nB; i++) {
+        p.max_batch = Bs[i];
+        p.max_frames = frames;
+        if (run(m, p, Bs[i], frames, reps, feats, &on[i], NULL)) return 1;
+        printf("| %d | %.2f | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %.1f |\n", Bs[i], on[i].wall * 1e3,
+               Bs[i] * seconds / on[i].wall, on[i].tm.encoder_s * 1e3, on[i].tm.joint_s * 1e3, on[i].tm.decode_s * 1e3,
+               on[i].steps, on[i].labels, on[i].skipped);
+        fflush(stdout);
+    }
+    if (p.backend == RNNT_BACKEND_CUDA) {
+        printf("\nTime split (RNNT_CUDA_DECODE=profile: the same kernels launched step by step from the host with events "
+               "between phases; the per-step sync inflates the wall time, not the phases):\n\n| batch | encoder ms | "
+               "predictor ms | joint ms (proj + per step) | decode rule ms | steps |\n|---|---|---|---|---|---|\n");
+        for (int i = 0; i < nB; i++) {
+            p.max_batch = Bs[i];
+            if (run(m, p, Bs[i], frames, 1, feats, &prof[i], "profile")) return 1;
+            printf("| %d | %.2f | %.2f | %.2f | %.2f | %.1f |\n", Bs[i], prof[i].tm.encoder_s * 1e3,
+                   prof[i].tm.predictor_s * 1e3, prof[i].tm.joint_s * 1e3, prof[i].tm.decode_s * 1e3, prof[i].steps);
+        }
+    }
+    if (m->n_big > 0) {
+        float *bo = (float *)m->joint_out_b;
+        for (int k = m->vocab; k < m->blank; k++) bo[k] = -1e30f;
+        printf("\nBig blanks on vs off (biases of outputs %d..%d set to -1e30):\n\n| batch | decode loop ms on | off | "
+               "speed-up | steps/utt on | off | RTFx on | off |\n|---|---|---|---|---|---|---|---|\n",
+               m->vocab, m->blank - 1);
+        for (int i = 0; i < nB; i++) {
+            p.max_batch = Bs[i];
+            if (run(m, p, Bs[i], frames, reps, feats, &off[i], NULL)) return 1;
+            printf("| %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f |\n", Bs[i], on[i].tm.decode_s * 1e3,
+                   off[i].tm.decode_s * 1e3, off[i].tm.decode_s / on[i].tm.decode_s, on[i].steps, off[i].steps,
+                   Bs[i] * seconds / on[i].wall, Bs[i] * seconds / off[i].wall);
+        }
+    }
+    for (int b = 0; b < maxB; b++) free(feats[b]);
+    free(feats);
+    rnnt_model_free(m);
+    return 0;
+}

@@ -1,0 +1,70 @@
+#!/bin/bash
+# On the GPU machine, from the repository root, after tests/gpu/stage-device.sh here and a `run` carrying
+# .gpu/cuda-backend: GPU tests, compute-sanitizer (memcheck, racecheck) on the quick GPU tests, the
+# kernel lab, the encoder benchmark against cuDNN and the whole-engine benchmark on a random
+# MLPerf-shaped model. Logs go to $OUT (at most 8 files come back).
+#   tests/gpu/device-run.sh [STEPS]   STEPS: comma list of env,model,tests,lab,encoder,engine,sanitize (default
+#   all, in that order); each step's timeout is cut to what is left of BUDGET_S (default 560 s).
+set -u
+steps=${1:-env,model,tests,lab,encoder,engine,sanitize}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+B=$PWD/.gpu/cuda-backend/bin
+has() { [[ ",$steps," == *",$1,"* ]]; }
+budget=${BUDGET_S:-560}  # the whole script stays inside one run's limit
+tmo() { local left=$((budget - SECONDS)); [ $left -lt 5 ] && left=5; echo $(( $1 < left ? $1 : left )); }
+log() { echo "== $* ($(date +%T))"; }
+
+# Shared libraries: our staged ones, then wherever this machine keeps CUDA's and cuDNN's.
+libdirs=$PWD/.gpu/cuda-backend/lib
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d $d ] && libdirs=$libdirs:$d; done
+for m in cudnn cublas cuda_runtime; do
+  d=$(python3 -c "import nvidia.$m as x; print(list(x.__path__)[0] + '/lib')" 2>/dev/null) && [ -d "$d" ] && libdirs=$libdirs:$d
+done
+export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
+export RNNT_TEST_DATA=$PWD/tests/data
+
+if has env; then
+  { log env; nvidia-smi; nvcc --version | tail -1; compute-sanitizer --version | head -1
+    for b in $B/*; do echo "$b:"; ldd $b | grep -i "not found"; done; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; } > "$OUT/env.log" 2>&1
+  tail -5 "$OUT/env.log"
+fi
+
+MODEL=/tmp/mlperf
+if has model; then
+  log "random MLPerf-shaped model"
+  (cd models && timeout $(tmo 240) python3 -m rnntd_ref.random_model --preset mlperf --seed 1 --out $MODEL) > "$OUT/model.log" 2>&1
+  tail -3 "$OUT/model.log"
+fi
+
+if has tests; then
+  { log test_cuda_kernels; timeout $(tmo 150) $B/test_cuda_kernels; echo "exit $?"
+    log test_cuda_engine; [ -f $MODEL/model.yaml ] && export RNNT_GPU_MODELS=$MODEL
+    timeout $(tmo 240) $B/test_cuda_engine; echo "exit $?"; } > "$OUT/tests.log" 2>&1
+  grep -E "^== |exit |PASSED|FAILED|\[  FAILED|fp16 vs|identical|ERROR" "$OUT/tests.log" | cut -c1-300
+fi
+
+if has sanitize; then
+  { for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+      for t in ${SAN_TESTS:-test_cuda_kernels test_cuda_engine}; do
+        log "compute-sanitizer --tool $tool $t (RNNT_TEST_QUICK=1)"
+        RNNT_TEST_QUICK=1 timeout $(tmo 120) compute-sanitizer --tool $tool --error-exitcode 9 $B/$t 2>&1 | tail -25
+        echo "exit ${PIPESTATUS[0]}"
+      done
+    done; } > "$OUT/sanitize.log" 2>&1
+  grep -E "^== |exit |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log"
+fi
+
+if has lab; then
+  log lab; timeout $(tmo 90) $B/lab_lstm_layer > "$OUT/lab.log" 2>&1; echo "exit $?"; cat "$OUT/lab.log"
+fi
+
+if has encoder; then
+  log bench_encoder; timeout $(tmo 180) $B/bench_encoder > "$OUT/bench_encoder.log" 2>&1; echo "exit $?"; cat "$OUT/bench_encoder.log"
+fi
+
+if has engine && [ -f $MODEL/model.yaml ]; then
+  log bench_engine; timeout $(tmo 150) $B/bench_engine $MODEL --batches 1,32,256 --seconds 10 --reps 5 > "$OUT/bench_engine.log" 2>&1
+  echo "exit $?"; cat "$OUT/bench_engine.log"
+fi
+log done
