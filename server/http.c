@@ -47,6 +47,7 @@ typedef struct {
     float *features;
     pthread_mutex_t mu;
     req_phase phase;
+    int counted_suspended; /* counted in s->suspended until answered or closed */
     unsigned status; /* what was sent; 0 = nothing */
     const char *code;
     long long bytes_in;
@@ -164,8 +165,11 @@ static http_req *req_new(srv *s, struct MHD_Connection *conn, const char *url, c
     return r;
 }
 
+static void uncount_suspended(http_req *r);
+
 static void req_free(http_req *r)
 {
+    uncount_suspended(r);
     release(r, r->reserved);
     free(r->body);
     free(r->features);
@@ -461,6 +465,16 @@ static enum MHD_Result on_body(http_req *r, const char *data, size_t *size)
     return MHD_YES;
 }
 
+/* A resumed connection leaves the count when its answer is queued, or when MHD closes it without
+ * asking for one (the client went away while its batch ran). */
+static void uncount_suspended(http_req *r)
+{
+    if (r->counted_suspended) {
+        r->counted_suspended = 0;
+        atomic_fetch_sub(&r->s->suspended, 1);
+    }
+}
+
 static void job_done(sched_job *sj, void *user)
 {
     (void)sj;
@@ -500,9 +514,8 @@ static json_t *result_json(http_req *r, const rnnt_result *res, double queue_s, 
 
 static enum MHD_Result finish_transcribe(http_req *r)
 {
-    srv *s = r->s;
     eng_job *j = &r->job;
-    atomic_fetch_sub(&s->suspended, 1);
+    uncount_suspended(r);
     if (j->sj.outcome == SCHED_CANCELLED)
         return send_error(r, 503, "shutting_down", RETRY_AFTER_S,
                           "the server shut down before this request was decoded");
@@ -570,6 +583,7 @@ static enum MHD_Result upload_complete(http_req *r)
     sched_status st = sched_submit(s->sched, &j->sj);
     if (st == SCHED_OK) {
         r->phase = PH_QUEUED;
+        r->counted_suspended = 1;
         atomic_fetch_add(&s->suspended, 1);
         MHD_suspend_connection(r->conn);
     }

@@ -314,6 +314,9 @@ class DaemonTest(unittest.TestCase):
             # A clean exit: status 0, and (under ASan) no leak or error report.
             if rc != 0 or "ERROR: AddressSanitizer" in log or "runtime error:" in log:
                 raise AssertionError("rnntd exited %s:\n%s" % (rc, log[-6000:]))
+            errors = [l for l in log.splitlines() if "level=error" in l]
+            if errors:
+                raise AssertionError("rnntd logged errors:\n" + "\n".join(errors[:20]))
 
     def assertError(self, status, headers, body, want_status, want_code=None):
         """The one error shape, with the right status."""
