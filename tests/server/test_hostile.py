@@ -131,9 +131,8 @@ class Hostile(DaemonTest):
                 break
         s.close()
         self.assertLess(i, len(self.body), "the whole body got through")
-        if got:
-            st, hd, data = split_response(got)
-            self.assertError(st, hd, data, 408, "request_timeout")
+        st, hd, data = split_response(got)
+        self.assertError(st, hd, data, 408, "request_timeout")
         self.settle()
 
     def test_huge_headers(self):
