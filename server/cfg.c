@@ -53,9 +53,11 @@ static const cfg_key g_keys[] = {
     ENUM("model.precision", precision, precision_choices, CFG_PRECISION_FP16, 1,
          "CUDA weights and activations: fp16 (fp32 accumulation) or fp32. The CPU computes in fp32."),
     INT("model.cpu_threads", cpu_threads, 0, 256, 0, 1,
-        "BLAS threads per CPU worker; 0 keeps OpenBLAS's own setting (OPENBLAS_NUM_THREADS)."),
-    INT("batching.workers", workers, 1, 64, 1, 0,
-        "Engine worker threads, each with its own runner (scratch memory for one batch)."),
+        "BLAS threads per worker on the CPU backend; 0: the CPU cores divided by the workers."),
+    INT("batching.workers", workers, 0, 64, 0, 0,
+        "Engine worker threads, each with its own runner (scratch memory for one batch).\n"
+        "0: one per CPU core on the CPU backend (at most 16), one on a GPU. On the CPU, several\n"
+        "single-threaded workers beat one worker with a multi-threaded BLAS on LSTM-sized matrices."),
     INT("batching.max_batch", max_batch, 1, 1024, 16, 1, "Utterances decoded together at most."),
     INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, 1,
         "How long the oldest queued request may wait for others to join its batch (a lone request\n"

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,19 @@ static int build_config(const cmdline *cl, cfg *c, char *err, size_t errlen)
     return cfg_validate(c, err, errlen);
 }
 
+/* Fills the automatic values (0) of batching.workers and model.cpu_threads for the backend the
+ * configuration will get. A running daemon keeps its worker count (workers_running > 0). */
+static void resolve_auto(cfg *c, long long workers_running)
+{
+    int cuda = c->backend == CFG_BACKEND_CUDA || (c->backend == CFG_BACKEND_AUTO && rnnt_cuda_available());
+    cpu_set_t set;
+    long ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1) ncpu = 1;
+    if (workers_running > 0) c->workers = workers_running;
+    else if (c->workers == 0) c->workers = cuda ? 1 : (ncpu < 16 ? ncpu : 16);
+    if (c->cpu_threads == 0 && !cuda) c->cpu_threads = ncpu / c->workers > 1 ? ncpu / c->workers : 1;
+}
+
 static void apply_reloadable(srv *s, const cfg *c)
 {
     atomic_store(&s->max_body_bytes, c->max_body_bytes);
@@ -144,7 +158,9 @@ static void reload(srv *s, const cmdline *cl)
     cfg nc;
     auth *na = NULL;
     eng *ne = NULL;
-    if (build_config(cl, &nc, err, sizeof err) || load_auth(&nc, &na, err, sizeof err) ||
+    int bad = build_config(cl, &nc, err, sizeof err);
+    if (!bad) resolve_auto(&nc, s->c.workers);
+    if (bad || load_auth(&nc, &na, err, sizeof err) ||
         eng_create(&nc, (int)s->c.workers, &ne, err, sizeof err)) {
         char q[1100];
         log_quote(q, sizeof q, err);
@@ -304,6 +320,7 @@ int main(int argc, char **argv)
         rnd = (unsigned)tv.tv_usec ^ ((unsigned)getpid() << 16);
     snprintf(s->id_prefix, sizeof s->id_prefix, "%08x", rnd);
     metrics_init();
+    resolve_auto(&s->c, 0);
     apply_reloadable(s, &s->c);
 
     log_msg(LOG_INFO, "msg=starting version=%s config=%s notify=%s pid=%d", RNNT_VERSION,
@@ -320,8 +337,11 @@ int main(int argc, char **argv)
         sched_free(s->sched);
         return 1;
     }
-    log_msg(LOG_INFO, "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld auth=%s",
-            s->c.listen, s->port, s->c.http_threads, s->c.max_connections, s->auth ? "bearer" : "off");
+    log_msg(LOG_INFO,
+            "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld auth=%s workers=%lld "
+            "cpu_threads=%lld",
+            s->c.listen, s->port, s->c.http_threads, s->c.max_connections, s->auth ? "bearer" : "off",
+            s->c.workers, s->c.cpu_threads);
     notify_send("STATUS=loading model %s", s->c.model_path);
 
     eng *e = NULL;
