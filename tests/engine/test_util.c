@@ -14,11 +14,18 @@
 
 #include <cmocka.h>
 
+/* Set-up allocations: on failure the test cannot continue, so abort (and tell the compiler so). */
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) abort();
+    return p;
+}
+
 char *tu_tmpdir(void)
 {
     const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char *p = malloc(strlen(base) + 32);
-    assert_non_null(p);
+    char *p = xmalloc(strlen(base) + 32);
     sprintf(p, "%s/rnnt-test-XXXXXX", base);
     assert_non_null(mkdtemp(p));
     return p;
@@ -64,8 +71,7 @@ char *tu_read_file(const char *path, size_t *len)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
+    char *buf = xmalloc((size_t)n + 1);
     assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
     fclose(f);
     buf[n] = 0;
@@ -89,8 +95,7 @@ void tu_write_safetensors_raw(const char *path, const char *header, const void *
 void tu_write_safetensors(const char *path, const tu_tensor *t, int n)
 {
     size_t cap = 256 + (size_t)n * 160, total = 0;
-    char *h = malloc(cap);
-    assert_non_null(h);
+    char *h = xmalloc(cap);
     size_t p = (size_t)sprintf(h, "{");
     for (int i = 0; i < n; i++) {
         p += (size_t)sprintf(h + p, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t[i].name, t[i].dtype);
@@ -99,8 +104,7 @@ void tu_write_safetensors(const char *path, const tu_tensor *t, int n)
         total += t[i].nbytes;
     }
     sprintf(h + p, "}");
-    unsigned char *data = malloc(total ? total : 1);
-    assert_non_null(data);
+    unsigned char *data = xmalloc(total);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         memcpy(data + off, t[i].data, t[i].nbytes);
@@ -195,12 +199,10 @@ static const spec small_specs[] = {
 int tu_small_tensors(uint64_t seed, tu_tensor **out)
 {
     int n = (int)(sizeof small_specs / sizeof small_specs[0]);
-    tu_tensor *t = calloc((size_t)n, sizeof *t);
-    assert_non_null(t);
+    tu_tensor *t = xmalloc((size_t)n * sizeof *t);
     for (int i = 0; i < n; i++) {
         size_t count = (size_t)small_specs[i].d0 * (small_specs[i].ndim == 2 ? (size_t)small_specs[i].d1 : 1);
-        float *d = malloc(count * sizeof *d);
-        assert_non_null(d);
+        float *d = xmalloc(count * sizeof *d);
         for (size_t j = 0; j < count; j++) d[j] = 0.6f * tu_randu(&seed);
         if (!strcmp(small_specs[i].name, "frontend.std"))
             for (size_t j = 0; j < count; j++) d[j] = 0.5f + fabsf(d[j]);
