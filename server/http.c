@@ -339,8 +339,9 @@ static enum MHD_Result begin_transcribe(http_req *r)
         if (!cl) return send_error(r, 411, "length_required", 0, "send Content-Length or a chunked body");
         if (parse_length(cl, &len)) return send_error(r, 400, "invalid_request", 0, "malformed Content-Length");
         if (len > r->limit)
-            return send_error(r, 413, "payload_too_large", 0, "body of %llu bytes, the limit is %zu (limits.max_%s_bytes)",
-                              len, r->limit, r->ct == CT_JSON ? "json" : "body");
+            return send_error(r, 413, "payload_too_large", 0,
+                              "body of %llu bytes, the limit is %zu (limits.max_%s_bytes)", len, r->limit,
+                              r->ct == CT_JSON ? "json" : "body");
         if (len > 0) {
             if (reserve(r, (size_t)len)) {
                 metrics_reject_inc(REJECT_MEMORY);
