@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift 2 ;;
     --destdir) destdir=$2; systemd=0; shift 2 ;;
     --no-systemd) systemd=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +51,9 @@ unitdir=$root/etc/systemd/system
 
 DESTDIR=$root cmake --install "$build" --prefix "$prefix" >/dev/null
 install -d -m 0755 "$share" "$etc" "$unitdir"
+if [ -z "$model" ] && [ ! -f "$share/model/model.yaml" ]; then
+  echo "install.sh: warning: no model installed; pass --model DIR or set model.path in /etc/rnntd/rnntd.yaml" >&2
+fi
 if [ -n "$model" ]; then
   rm -rf "$share/model.new"
   install -d -m 0755 "$share/model.new"
