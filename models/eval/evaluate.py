@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Evaluate a model directory: WER/CER on the synthetic test split (clean and augmented, per engine and
+voice), on the Harvard sentences, and on the real recordings of pocketsphinx-testdata; with the PyTorch
+reference (rnntd_ref, fp32) and with the C engine's CLI (rnnt-transcribe), and whether the two agree
+token for token.
+
+  models/eval/evaluate.py --model models/en-char-small --engines .corpus/tts-root.tar.xz \
+      --text .corpus/text --pocketsphinx .corpus/src/usr/share/pocketsphinx/test/data \
+      --cli build-train/engine/rnnt-transcribe --work /tmp/eval --n-test 400 --out results.json
+
+The test audio is synthesised here (models/corpus/synth.py, test.txt in file order): the clean set with
+seed 2000 and no augmentation, the augmented set from the same sentences with seed 2001 and augmentation
+on every utterance, Harvard with seed 2002, clean. Features are computed with models/train/features.py
+and written as float32 .npy files, which both decoders read. Prints a markdown report (the model card
+copies it) and writes every number as JSON.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "train"))
+from data import error_rates, read_manifest  # noqa: E402
+from features import LogMel, read_wav  # noqa: E402
+from rnntd_ref.decode import detokenize, greedy_decode  # noqa: E402
+from rnntd_ref.io import load_model  # noqa: E402
+
+SYNTH = os.path.join(HERE, "..", "corpus", "synth.py")
+
+
+def synthesise(a, sentences, name, seed, count, aug):
+    out = os.path.join(a.work, name)
+    if not os.path.exists(os.path.join(out, "manifest.jsonl")):
+        subprocess.run([sys.executable, SYNTH, "--engines", a.engines, "--work", a.work, "--sentences", sentences,
+                        "--out", out, "--seed", str(seed), "--count", str(count), "--aug", str(aug),
+                        "--in-order", "--jobs", str(a.jobs)], check=True)
+    return read_manifest(os.path.join(out, "manifest.jsonl"))
+
+
+def write_features(lm, recs, feat_dir):
+    os.makedirs(feat_dir, exist_ok=True)
+    for r in recs:
+        p = os.path.join(feat_dir, os.path.basename(r["path"])[:-4] + ".npy")
+        if not os.path.exists(p):
+            x, sr = read_wav(r["path"])
+            if sr != lm.fe.sample_rate:
+                raise ValueError("%s: %d Hz, the model wants %d" % (r["path"], sr, lm.fe.sample_rate))
+            np.save(p, lm(torch.from_numpy(x)).numpy().astype(np.float32))
+        r["npy"] = p
+
+
+def ref_decode(model, tokens, recs):
+    cfg = model.cfg
+    V, n = cfg.vocab_size, len(cfg.big_blank_durations)
+    skipped = frames = 0
+    t0 = time.time()
+    audio = 0.0
+    for r in recs:
+        feats = torch.from_numpy(np.load(r["npy"]))
+        T_enc = cfg.encoder_frames(feats.shape[0])
+        steps = []
+        toks, _ = greedy_decode(model, feats, on_step=lambda t, u, z, k: steps.append((t, k)))
+        for t, k in steps:
+            if V <= k < V + n:
+                skipped += min(cfg.big_blank_durations[V + n - 1 - k], T_enc - t) - 1
+        frames += T_enc
+        r["ref_tokens"] = toks
+        r["ref_hyp"] = detokenize(toks, tokens)
+        audio += r.get("duration", feats.shape[0] / 100)
+    return {"skip_frac": skipped / max(frames, 1), "rtf": (time.time() - t0) / max(audio, 1e-9)}
+
+
+def cli_decode(cli, model_dir, recs, chunk=200):
+    t0 = time.time()
+    for k in range(0, len(recs), chunk):
+        part = recs[k:k + chunk]
+        p = subprocess.run([cli, "--model", model_dir, "--json", "--backend", "cpu", "--threads", "1"]
+                           + [r["npy"] for r in part], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError("rnnt-transcribe failed: %s" % p.stderr[-500:])
+        by_file = {}
+        for line in p.stdout.splitlines():
+            o = json.loads(line)
+            by_file[o["file"]] = o
+        for r in part:
+            o = by_file[r["npy"]]
+            r["c_hyp"] = o["text"]
+            r["c_tokens"] = [t["id"] for t in o["tokens"]]
+            r["c_skipped"] = o.get("frames_skipped", 0)
+            r["c_enc_frames"] = o.get("encoder_frames", 0)
+    return time.time() - t0
+
+
+def rates(recs, key):
+    wer, cer, we, wn, ce, cn = error_rates([(r["text"], r[key]) for r in recs])
+    return {"wer": wer, "cer": cer, "words": wn, "utts": len(recs)}
+
+
+def pocketsphinx_set(root):
+    out = []
+    for sub, trans in (("librivox", "transcription"), ("cards", "cards.transcription")):
+        p = os.path.join(root, sub, trans)
+        if not os.path.exists(p):
+            continue
+        for line in open(p):
+            line = line.strip()
+            if not line:
+                continue
+            fid = line[line.rindex("(") + 1:line.rindex(")")]
+            text = " ".join(w for w in line[:line.rindex("(")].split() if w not in ("<s>", "</s>"))
+            out.append({"path": os.path.join(root, sub, fid + ".wav"), "text": text, "engine": "real",
+                        "voice": sub, "aug": {}})
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--engines", required=True)
+    ap.add_argument("--text", required=True, help="folder with test.txt and harvard.txt")
+    ap.add_argument("--pocketsphinx", default=None, help="pocketsphinx-testdata's test/data folder")
+    ap.add_argument("--cli", default=None, help="rnnt-transcribe binary (skip the C engine if absent)")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--n-test", type=int, default=400)
+    ap.add_argument("--n-harvard", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--out", default=None, help="JSON results")
+    a = ap.parse_args()
+    a.engines, a.work = os.path.abspath(a.engines), os.path.abspath(a.work)
+    os.makedirs(a.work, exist_ok=True)
+    torch.set_num_threads(1)
+    model, tokens = load_model(a.model, dtype=torch.float32)
+    lm = LogMel(model.cfg.frontend)
+
+    sets = {
+        "test-clean": synthesise(a, os.path.join(a.text, "test.txt"), "test-clean", 2000, a.n_test, 0.0),
+        "test-aug": synthesise(a, os.path.join(a.text, "test.txt"), "test-aug", 2001, a.n_test, 1.0),
+        "harvard": synthesise(a, os.path.join(a.text, "harvard.txt"), "harvard", 2002, a.n_harvard, 0.0),
+    }
+    if a.pocketsphinx:
+        sets["pocketsphinx-real"] = pocketsphinx_set(a.pocketsphinx)
+    results = {"model": os.path.abspath(a.model), "sets": {}}
+    for name, recs in sets.items():
+        write_features(lm, recs, os.path.join(a.work, "npy-" + name))
+        st = ref_decode(model, tokens, recs)
+        res = {"ref": rates(recs, "ref_hyp"), "skip_frac": st["skip_frac"], "ref_rtf_1core": st["rtf"]}
+        if a.cli and os.path.exists(a.cli):
+            res["cli_seconds"] = cli_decode(a.cli, a.model, recs)
+            res["cli"] = rates(recs, "c_hyp")
+            res["token_mismatches"] = sum(1 for r in recs if r["c_tokens"] != r["ref_tokens"])
+            sk = sum(r["c_skipped"] for r in recs)
+            fr = sum(r["c_enc_frames"] for r in recs)
+            res["cli_skip_frac"] = sk / max(fr, 1)
+        groups = {}
+        for r in recs:
+            groups.setdefault("%s/%s" % (r["engine"], r["voice"].split("+")[0] if r["engine"] == "espeak"
+                                          else r["voice"]), []).append(r)
+            groups.setdefault("engine:%s" % r["engine"], []).append(r)
+        res["groups"] = {g: rates(rs, "ref_hyp") for g, rs in sorted(groups.items())}
+        res["examples"] = [{"ref": r["text"], "hyp": r["ref_hyp"], "voice": r["voice"], "aug": r["aug"]}
+                           for r in recs[:8]]
+        results["sets"][name] = res
+        print("%-18s utts %4d  WER %.2f%%  CER %.2f%%  skip %.1f%%%s" % (
+            name, len(recs), 100 * res["ref"]["wer"], 100 * res["ref"]["cer"], 100 * res["skip_frac"],
+            ("  C engine WER %.2f%%, token mismatches %d" % (100 * res["cli"]["wer"], res["token_mismatches"]))
+            if "cli" in res else ""), flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=1)
+    print()
+    print(report(results))
+
+
+def report(results):
+    lines = ["| set | utts | words | WER (reference) | CER (reference) | WER (C engine) | token mismatches | "
+             "frames skipped by big blanks |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in results["sets"].items():
+        lines.append("| %s | %d | %d | %.2f%% | %.2f%% | %s | %s | %.1f%% |" % (
+            name, r["ref"]["utts"], r["ref"]["words"], 100 * r["ref"]["wer"], 100 * r["ref"]["cer"],
+            ("%.2f%%" % (100 * r["cli"]["wer"])) if "cli" in r else "not run",
+            r.get("token_mismatches", "not run"), 100 * r["skip_frac"]))
+    lines += ["", "Per engine / voice (reference decoder):", "",
+              "| set | group | utts | WER | CER |", "|---|---|---|---|---|"]
+    for name, r in results["sets"].items():
+        if name == "pocketsphinx-real":
+            continue
+        for g, v in r["groups"].items():
+            lines.append("| %s | %s | %d | %.2f%% | %.2f%% |" % (name, g, v["utts"], 100 * v["wer"], 100 * v["cer"]))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
