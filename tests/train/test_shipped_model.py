@@ -1,0 +1,53 @@
+"""The shipped model (models/en-char-small) decodes its samples as samples.tsv says, through the
+PyTorch reference; and the sample features are the frontend's output for the sample WAVs."""
+import csv
+import os
+import sys
+import unittest
+
+import numpy as np
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "models"))
+sys.path.insert(0, os.path.join(ROOT, "models", "train"))
+from features import LogMel, read_wav  # noqa: E402
+from rnntd_ref.decode import detokenize, greedy_decode  # noqa: E402
+from rnntd_ref.io import load_model  # noqa: E402
+
+MODEL = os.path.join(ROOT, "models", "en-char-small")
+SAMPLES = os.path.join(MODEL, "samples")
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(MODEL, "weights.safetensors")), "no shipped model")
+class TestShippedModel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model, cls.tokens = load_model(MODEL)
+        with open(os.path.join(SAMPLES, "samples.tsv"), newline="") as f:
+            cls.rows = list(csv.DictReader(f, delimiter="\t"))
+
+    def test_samples_decode_as_listed(self):
+        self.assertGreaterEqual(len(self.rows), 3)
+        exact = 0
+        for r in self.rows:
+            feats = np.load(os.path.join(SAMPLES, r["file"] + ".npy"))
+            self.assertEqual(feats.dtype, np.float32)
+            toks, _ = greedy_decode(self.model, torch.from_numpy(feats))
+            self.assertEqual(detokenize(toks, self.tokens), r["model_output"], r["file"])
+            exact += r["model_output"] == r["reference"]
+        self.assertGreaterEqual(exact, 3, "the quick-start samples should be transcribed correctly")
+
+    def test_sample_features_come_from_the_wavs(self):
+        lm = LogMel(self.model.cfg.frontend)
+        for r in self.rows:
+            x, sr = read_wav(os.path.join(SAMPLES, r["file"] + ".wav"))
+            self.assertEqual(sr, 16000)
+            ref = np.load(os.path.join(SAMPLES, r["file"] + ".npy"))
+            ours = lm(torch.from_numpy(x)).numpy()
+            self.assertEqual(ours.shape, ref.shape)
+            np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
+
+
+if __name__ == "__main__":
+    unittest.main()
