@@ -25,9 +25,11 @@ struct cu_decoder {
     void **ph;           /* per predictor layer: h [2][bcap][hp] */
     float **pc;          /* per predictor layer: c [bcap][hp] */
     float *gp;           /* [bcap][jp] */
-    int *h_out;          /* mapped pinned results */
-    int *d_out;          /* its device alias */
-    int *h_active, *d_active;
+    int mapped;          /* results written by the pack kernel straight into host memory */
+    int *h_out;          /* pinned results (mapped, or the target of one copy) */
+    int *d_out;          /* its device alias, or a device buffer */
+    int *h_active, *d_active; /* d_active NULL when not mapped */
+    size_t out_ints;
     cu_dec_mode forced;  /* CU_DEC_HOST once the WHILE graph failed */
     const char *note;
     dgraph graphs[8];
@@ -81,7 +83,17 @@ static rnnt_status enqueue_step(cu_decoder *d, int nb, const int *fstride_dev, c
     return enqueue_pred(d, nb, err, errlen);
 }
 
-rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_batch, int t_enc_max,
+/* The results of slots < nb into host memory: the pack kernel, plus one copy when not mapped. */
+static rnnt_status enqueue_results(cu_decoder *d, int nb, char *err, size_t errlen)
+{
+    RNNT_TRY(cu_dec_pack(d->s, nb, d->st, d->d_out, err, errlen));
+    if (!d->mapped)
+        CU_TRY(cudaMemcpyAsync(d->h_out, d->d_out, (size_t)nb * (8 + 2 * (size_t)d->cap) * sizeof(int),
+                               cudaMemcpyDeviceToHost, d->s));
+    return RNNT_OK;
+}
+
+rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_batch, int t_enc_max, int mapped,
                               cu_decoder **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -91,6 +103,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->s = stream;
     d->bcap = cu_round_up_i(max_batch, 8);
     d->t_enc_max = t_enc_max;
+    d->mapped = mapped;
     d->cap = (t_enc_max > 0 ? t_enc_max : 1) * w->max_symbols;
     d->ph = (void **)calloc((size_t)w->n_pred, sizeof(void *));
     d->pc = (float **)calloc((size_t)w->n_pred, sizeof(float *));
@@ -130,10 +143,17 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     size_t out_ints = B * (8 + 2 * (size_t)d->cap);
     cudaError_t ce = cudaMalloc(&d->arena, d->arena_bytes);
     if (ce == cudaSuccess) ce = cudaMemset(d->arena, 0, d->arena_bytes);
-    if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_out, out_ints * sizeof(int), cudaHostAllocMapped);
-    if (ce == cudaSuccess) ce = cudaHostGetDevicePointer((void **)&d->d_out, d->h_out, 0);
-    if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_active, 64, cudaHostAllocMapped);
-    if (ce == cudaSuccess) ce = cudaHostGetDevicePointer((void **)&d->d_active, d->h_active, 0);
+    d->out_ints = out_ints;
+    if (mapped) {
+        if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_out, out_ints * sizeof(int), cudaHostAllocMapped);
+        if (ce == cudaSuccess) ce = cudaHostGetDevicePointer((void **)&d->d_out, d->h_out, 0);
+        if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_active, 64, cudaHostAllocMapped);
+        if (ce == cudaSuccess) ce = cudaHostGetDevicePointer((void **)&d->d_active, d->h_active, 0);
+    } else {
+        if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_out, out_ints * sizeof(int), cudaHostAllocDefault);
+        if (ce == cudaSuccess) ce = cudaMalloc((void **)&d->d_out, out_ints * sizeof(int));
+        if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_active, 64, cudaHostAllocDefault);
+    }
     for (int i = 0; i < 4 && ce == cudaSuccess; i++) ce = cudaEventCreate(&d->ev[i]);
     if (ce != cudaSuccess) {
         free(o_h);
@@ -170,6 +190,7 @@ void cu_decoder_free(cu_decoder *d)
         if (d->ev[i]) cudaEventDestroy(d->ev[i]);
     if (d->arena) cudaFree(d->arena);
     if (d->h_out) cudaFreeHost(d->h_out);
+    if (!d->mapped && d->d_out) cudaFree(d->d_out);
     if (d->h_active) cudaFreeHost(d->h_active);
     free(d->ph);
     free(d->pc);
@@ -217,7 +238,7 @@ static rnnt_status build_while(cu_decoder *d, int nb, const int *t_enc_dev, cons
     ce = cudaStreamEndCapture(d->s, &body_cap);
     if (st != RNNT_OK) return st;
     CU_TRY(ce);
-    CAPTURE_INTO(epi, cu_dec_pack(d->s, nb, d->st, d->d_out, err, errlen));
+    CAPTURE_INTO(epi, enqueue_results(d, nb, err, errlen));
     ce = cudaGraphAddChildGraphNode(&n_epi, g, &n_loop, 1, epi);
     cudaGraphDestroy(epi);
     CU_TRY(ce);
@@ -290,6 +311,8 @@ static rnnt_status run_host(cu_decoder *d, int nb, const int *t_enc_dev, const i
             }
             iters++;
         }
+        if (!d->mapped)
+            CU_TRY(cudaMemcpyAsync(d->h_active, d->st.counts + 1, sizeof(int), cudaMemcpyDeviceToHost, d->s));
         CU_TRY(cudaStreamSynchronize(d->s));
         if (profile) {
             CU_TRY(cudaEventElapsedTime(&ms, d->ev[0], d->ev[1]));
@@ -304,7 +327,7 @@ static rnnt_status run_host(cu_decoder *d, int nb, const int *t_enc_dev, const i
             return cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: decoding did not end after %d steps", iters);
     }
     prof->iterations = iters;
-    RNNT_TRY(cu_dec_pack(d->s, nb, d->st, d->d_out, err, errlen));
+    RNNT_TRY(enqueue_results(d, nb, err, errlen));
     CU_TRY(cudaStreamSynchronize(d->s));
     return RNNT_OK;
 }

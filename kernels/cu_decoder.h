@@ -19,7 +19,9 @@ typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2 } cu_dec_mo
 
 typedef struct cu_decoder cu_decoder;
 
-rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_batch, int t_enc_max,
+/* mapped = 0: the pack kernel writes a device buffer that one copy brings back (for tools such as
+ * compute-sanitizer's racecheck, which crashed on kernel writes to mapped host memory). */
+rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_batch, int t_enc_max, int mapped,
                               cu_decoder **out, char *err, size_t errlen);
 void cu_decoder_free(cu_decoder *d);
 

@@ -82,7 +82,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     int q = p->t_quantum > 0 ? p->t_quantum : 32;
     e->quantum = cu_div_up(q, G) * G;
     e->tcap = cu_round_up_i(p->max_frames, e->quantum);
-    e->r_in = p->r_in > 0 ? p->r_in : 1024;
+    /* larger chunks for large runners: fewer, fuller GEMMs; small runners waste less on padding */
+    e->r_in = p->r_in > 0 ? p->r_in : (p->max_batch >= 64 ? 4096 : 1024);
     e->r_rec = p->r_rec > 0 ? p->r_rec : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
     e->graphs = p->graphs;
     e->cache_cap = p->graph_cache > 0 ? p->graph_cache : 16;

@@ -16,7 +16,7 @@
 
 typedef struct {
     int max_batch, max_frames;
-    int r_in;        /* rows per chunk of the all-steps GEMMs (0: 1024) */
+    int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
     int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256) */
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */

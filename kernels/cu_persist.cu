@@ -21,7 +21,7 @@ constexpr int NT_MAX = CU_PERSIST_MAX_B / 16;
 static_assert(ROWS % 16 == 0 && WARPS % MT == 0, "tile split");
 
 struct layout_t {
-    size_t ws, hs, part, cs, total;
+    size_t ws, hs, part, total;
 };
 
 __host__ __device__ inline size_t al128(size_t x) { return (x + 127) / 128 * 128; }
@@ -32,8 +32,7 @@ __host__ __device__ inline layout_t layout(int kp, int bp)
     L.ws = 0;
     L.hs = al128(L.ws + (size_t)ROWS * kp * 2);
     L.part = al128(L.hs + (size_t)bp * kp * 2);
-    L.cs = al128(L.part + (size_t)KQ * ROWS * bp * 4);
-    L.total = al128(L.cs + (size_t)U * bp * 4);
+    L.total = al128(L.part + (size_t)KQ * ROWS * bp * 4);
     return L;
 }
 
@@ -57,7 +56,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ __align__(128) unsigned char sm[];
     const layout_t L = layout(kp, bp);
     __half *ws = (__half *)(sm + L.ws), *hs = (__half *)(sm + L.hs);
-    float *part = (float *)(sm + L.part), *cs = (float *)(sm + L.cs);
+    float *part = (float *)(sm + L.part);
     cg::grid_group grid = cg::this_grid();
     const int j0 = blockIdx.x * U, tid = threadIdx.x, warp = tid >> 5;
 
@@ -67,12 +66,34 @@ __global__ void __launch_bounds__(THREADS, 1)
         ws[i] = (j < H && k < hp) ? w_hh[(size_t)(g * H + j) * hp + k] : __float2half_rn(0.0f);
     }
     for (int i = tid; i < bp * kp; i += THREADS) hs[i] = __float2half_rn(0.0f); /* pad rows/columns stay 0 */
-    for (int i = tid; i < U * bp; i += THREADS) cs[i] = 0.0f;
     __syncthreads();
 
     const int mt = warp % MT, kq = warp / MT, ktiles = kp / 16, kper = (ktiles + KQ - 1) / KQ;
     const int k0 = kq * kper, k1 = min(ktiles, k0 + kper), nt = bp / 16, vec = hp / 8;
     const size_t hb = (size_t)bp * hp;
+
+    /* Each thread keeps the same (unit, row) items for the whole sequence (U * nb <= 2 * THREADS), with
+     * their bias, length and cell state in registers, and loads the next step's input projection
+     * before the grid barrier so that its memory latency hides behind the barrier's. */
+    constexpr int ITEMS = (U * CU_PERSIST_MAX_B + THREADS - 1) / THREADS;
+    int iu[ITEMS], ib[ITEMS], il[ITEMS];
+    bool live[ITEMS];
+    float ibias[ITEMS][4], ic[ITEMS], ix[ITEMS][4];
+#pragma unroll
+    for (int q = 0; q < ITEMS; q++) {
+        int i = tid + q * THREADS;
+        iu[q] = i % U;
+        ib[q] = i / U;
+        live[q] = i < U * nb && j0 + iu[q] < H;
+        il[q] = live[q] && len ? len[ib[q]] : T;
+        ic[q] = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            ibias[q][g] = live[q] ? bias[g * H + j0 + iu[q]] : 0.0f;
+            ix[q][g] = live[q] ? __half2float(x[ib[q] * ldx_b + g * H + j0 + iu[q]]) : 0.0f;
+        }
+    }
+
     for (int t = 0; t < T; t++) {
         if (t > 0) {
             /* h_{t-1} of every unit; L2 reads (written by other SMs: bypass L1) */
@@ -104,32 +125,34 @@ __global__ void __launch_bounds__(THREADS, 1)
                                             wmma::mem_row_major);
             __syncthreads();
         }
-        /* cell update of this block's units, all rows */
-        for (int i = tid; i < U * nb; i += THREADS) {
-            int u = i % U, b = i / U, j = j0 + u;
-            if (j >= H) continue;
-            const __half *xr = x + b * ldx_b + (size_t)t * g4;
+        /* cell update of this thread's items */
+#pragma unroll
+        for (int q = 0; q < ITEMS; q++) {
+            if (!live[q]) continue;
+            int u = iu[q], b = ib[q], j = j0 + u;
             float a[4];
 #pragma unroll
             for (int g = 0; g < 4; g++) {
-                float v = __fadd_rn(__half2float(xr[g * H + j]), bias[g * H + j]);
+                float v = __fadd_rn(ix[q][g], ibias[q][g]);
                 if (t > 0) {
                     const float *p = part + (size_t)(g * U + u) * bp + b;
                     float hsum = p[0];
 #pragma unroll
-                    for (int q = 1; q < KQ; q++) hsum = __fadd_rn(hsum, p[(size_t)q * ROWS * bp]);
+                    for (int k = 1; k < KQ; k++) hsum = __fadd_rn(hsum, p[(size_t)k * ROWS * bp]);
                     v = __fadd_rn(v, hsum);
                 }
                 a[g] = v;
             }
-            float c_prev = t > 0 ? cs[u * bp + b] : 0.0f;
             float ig = sig<HARD>(a[0]), fg = sig<HARD>(a[1]), gg = phi<HARD>(a[2]), og = sig<HARD>(a[3]);
-            float c = __fadd_rn(__fmul_rn(fg, c_prev), __fmul_rn(ig, gg));
+            float c = __fadd_rn(__fmul_rn(fg, ic[q]), __fmul_rn(ig, gg));
             float h = __fmul_rn(og, phi<HARD>(c));
-            cs[u * bp + b] = c;
+            ic[q] = c;
             __half hh = __float2half_rn(h);
             hbuf[(size_t)(t & 1) * hb + (size_t)b * hp + j] = hh;
-            y[b * ldy_b + (size_t)t * hp + j] = (len && t >= len[b]) ? __float2half_rn(0.0f) : hh;
+            y[b * ldy_b + (size_t)t * hp + j] = t >= il[q] ? __float2half_rn(0.0f) : hh;
+            if (t + 1 < T)
+#pragma unroll
+                for (int g = 0; g < 4; g++) ix[q][g] = __half2float(x[b * ldx_b + (size_t)(t + 1) * g4 + g * H + j]);
         }
         if (blockIdx.x == 0 && hp > H)
             for (int i = tid; i < nb * (hp - H); i += THREADS) {

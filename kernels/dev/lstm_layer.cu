@@ -6,6 +6,7 @@
  *      per step (cu_persist.cu)
  *
  *   lab_lstm_layer [variant]      check every variant (or one) against the CPU reference, then time
+ *   lab_lstm_layer V H B T        run variant V once on one shape (for ncu), no check
  *
  * Check: T = 24 steps, max |gpu - cpu| over every output (the CPU reference rounds h to fp16 each step,
  * as the GPU stores it). Bench: T = 300, H = 1024 and 512, B = 1, 8, 32, 64; median of 20 (CUDA events). */
@@ -190,6 +191,15 @@ int main(int argc, char **argv)
     cublasHandle_t blas;
     RK(cu_blas_create(s, ws, 32 << 20, &blas, err, errlen));
     static const char *names[] = {"", "steps: cuBLAS + cell kernel", "steps as a CUDA graph", "persistent kernel"};
+    if (argc == 5) {
+        layer L;
+        make(&L, atoi(argv[3]), atoi(argv[4]), atoi(argv[2]));
+        runner r = {only, NULL};
+        for (int i = 0; i < 2; i++) run(&r, blas, s, &L);
+        CK(cudaStreamSynchronize(s));
+        printf("ran variant %d (%s) H=%d B=%d T=%d twice\n", only, names[only], L.H, L.B, L.T);
+        return 0;
+    }
 
     static const int checks[][2] = {{1024, 1}, {1024, 17}, {512, 64}, {100, 3}, {320, 8}};
     for (auto &ck : checks) {
@@ -225,7 +235,7 @@ int main(int argc, char **argv)
     }
 
     printf("\n| H | B | variant | ms per layer (T=300) | us per step |\n|---|---|---|---|---|\n");
-    static const int Hs[] = {1024, 512}, Bs[] = {1, 8, 32, 64};
+    static const int Hs[] = {1024, 512}, Bs[] = {1, 8, 32, 64, 256};
     for (int H : Hs)
         for (int B : Bs) {
             layer L;

@@ -3,10 +3,10 @@
 # .gpu/cuda-backend: GPU tests, compute-sanitizer (memcheck, racecheck) on the quick GPU tests, the
 # kernel lab, the encoder benchmark against cuDNN and the whole-engine benchmark on a random
 # MLPerf-shaped model. Logs go to $OUT (at most 8 files come back).
-#   tests/gpu/device-run.sh [STEPS]   STEPS: comma list of env,model,tests,lab,encoder,engine,sanitize (default
+#   tests/gpu/device-run.sh [STEPS]   STEPS: comma list of env,model,tests,lab,encoder,engine,sanitize,ncu (default
 #   all, in that order); each step's timeout is cut to what is left of BUDGET_S (default 560 s).
 set -u
-steps=${1:-env,model,tests,lab,encoder,engine,sanitize}
+steps=${1:-env,model,tests,lab,encoder,engine,sanitize,ncu}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 B=$PWD/.gpu/cuda-backend/bin
@@ -39,20 +39,14 @@ fi
 
 if has tests; then
   { log test_cuda_kernels; timeout $(tmo 150) $B/test_cuda_kernels; echo "exit $?"
-    log test_cuda_engine; [ -f $MODEL/model.yaml ] && export RNNT_GPU_MODELS=$MODEL
-    timeout $(tmo 240) $B/test_cuda_engine; echo "exit $?"; } > "$OUT/tests.log" 2>&1
-  grep -E "^== |exit |PASSED|FAILED|\[  FAILED|fp16 vs|identical|ERROR" "$OUT/tests.log" | cut -c1-300
-fi
-
-if has sanitize; then
-  { for tool in ${SAN_TOOLS:-memcheck racecheck}; do
-      for t in ${SAN_TESTS:-test_cuda_kernels test_cuda_engine}; do
-        log "compute-sanitizer --tool $tool $t (RNNT_TEST_QUICK=1)"
-        RNNT_TEST_QUICK=1 timeout $(tmo 120) compute-sanitizer --tool $tool --error-exitcode 9 $B/$t 2>&1 | tail -25
-        echo "exit ${PIPESTATUS[0]}"
-      done
-    done; } > "$OUT/sanitize.log" 2>&1
-  grep -E "^== |exit |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log"
+    log test_cuda_engine; export RNNT_GPU_MODELS=models/en-char-small; [ -f $MODEL/model.yaml ] && RNNT_GPU_MODELS=$MODEL:$RNNT_GPU_MODELS
+    timeout $(tmo 240) $B/test_cuda_engine; echo "exit $?"
+    P=.gpu/cuda-backend/parity
+    for list in $P/samples.tsv $P/test-clean.tsv; do
+      [ -f $list ] || continue
+      log "bench_parity shipped model on $list"; timeout $(tmo 90) $B/bench_parity models/en-char-small $list --batch 32; echo "exit $?"
+    done; } > "$OUT/tests.log" 2>&1
+  grep -E "^== |exit |PASSED|FAILED|\[  FAILED|fp16 vs|identical|ERROR|^\| |WER" "$OUT/tests.log" | cut -c1-300
 fi
 
 if has lab; then
@@ -67,4 +61,30 @@ if has engine && [ -f $MODEL/model.yaml ]; then
   log bench_engine; timeout $(tmo 150) $B/bench_engine $MODEL --batches 1,32,256 --seconds 10 --reps 5 > "$OUT/bench_engine.log" 2>&1
   echo "exit $?"; cat "$OUT/bench_engine.log"
 fi
+if has sanitize; then
+  # racecheck crashed (SIGSEGV) on kernels writing mapped host memory: its engine run uses RNNT_CUDA_MAPPED=0
+  { for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+      for t in ${SAN_TESTS:-test_cuda_kernels test_cuda_engine}; do
+        mapped=1; [ $tool = racecheck ] && mapped=0
+        log "compute-sanitizer --tool $tool $t (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=$mapped)"
+        RNNT_CUDA_MAPPED=$mapped RNNT_TEST_QUICK=1 timeout $(tmo 120) compute-sanitizer --tool $tool --error-exitcode 9 $B/$t 2>&1 | tail -25
+        echo "exit ${PIPESTATUS[0]}"
+      done
+    done; } > "$OUT/sanitize.log" 2>&1
+  grep -E "^== |exit |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log"
+fi
+
+if has ncu; then
+  { log "ncu: persistent kernel, H=1024 B=1 T=300"
+    timeout $(tmo 90) ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --section WarpStateStats -k regex:k_lstm_persist -c 1 $B/lab_lstm_layer 3 1024 1 300
+    log "ncu: per-step path, H=1024 B=256 (GEMM + cell kernel of two steps)"
+    timeout $(tmo 90) ncu --clock-control none --section SpeedOfLight --section LaunchStats --launch-skip 20 -c 4 \
+      $B/lab_lstm_layer 1 1024 256 30
+    log "ncu: per-step path, H=1024 B=1"
+    timeout $(tmo 60) ncu --clock-control none --section SpeedOfLight --section LaunchStats --launch-skip 20 -c 4 \
+      $B/lab_lstm_layer 1 1024 1 30; } > "$OUT/ncu.log" 2>&1
+  grep -E "^== |Duration|Compute \(SM\) Throughput|Memory Throughput|Grid Size|  [a-z_0-9]+.*\(|Function Name" "$OUT/ncu.log" | cut -c1-160 | head -60
+fi
+
 log done

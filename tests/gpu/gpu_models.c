@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "model.h"
 #include "test_util.h"
 
 #define MAX_TENSORS 128
@@ -42,8 +43,10 @@ static void add_lstm(tensors *ts, const char *prefix, int l, int I, int H, float
 {
     char name[64];
     float bound = scale / sqrtf((float)H);
+    /* input weights larger than PyTorch's default, so that the state follows the input and the
+     * decisions vary from frame to frame (random LSTMs otherwise barely move) */
     snprintf(name, sizeof name, "%s.lstm.%d.weight_ih", prefix, l);
-    fill(add(ts, name, 4 * H, I), (size_t)4 * H * I, bound, seed);
+    fill(add(ts, name, 4 * H, I), (size_t)4 * H * I, 2.5f / sqrtf((float)I), seed);
     snprintf(name, sizeof name, "%s.lstm.%d.weight_hh", prefix, l);
     fill(add(ts, name, 4 * H, H), (size_t)4 * H * H, bound, seed);
     snprintf(name, sizeof name, "%s.lstm.%d.bias_ih", prefix, l);
@@ -52,7 +55,7 @@ static void add_lstm(tensors *ts, const char *prefix, int l, int I, int H, float
     fill(add(ts, name, 4 * H, 0), (size_t)4 * H, bound, seed);
 }
 
-void gm_write_model(const char *dir, const gm_cfg *c, uint64_t seed)
+static void write_once(const char *dir, const gm_cfg *c, uint64_t seed, float offset)
 {
     char y[8192];
     int p = snprintf(y, sizeof y,
@@ -115,16 +118,18 @@ void gm_write_model(const char *dir, const gm_cfg *c, uint64_t seed)
         in = c->pred_h[l];
     }
     int hp = c->pred_h[c->n_pred - 1], n_out = c->V + c->n_big + 1;
-    float es = c->enc_scale > 0 ? c->enc_scale : 4.0f, os = c->out_scale > 0 ? c->out_scale : 1.0f;
+    float es = c->enc_scale > 0 ? c->enc_scale : 4.0f;
     fill(add(ts, "joint.enc.weight", c->J, he), (size_t)c->J * he, es / sqrtf((float)he), &seed);
     fill(add(ts, "joint.enc.bias", c->J, 0), (size_t)c->J, 0.3f, &seed);
     fill(add(ts, "joint.pred.weight", c->J, hp), (size_t)c->J * hp, 2.0f / sqrtf((float)hp), &seed);
     fill(add(ts, "joint.pred.bias", c->J, 0), (size_t)c->J, 0.3f, &seed);
     float *wo = add(ts, "joint.out.weight", n_out, c->J);
-    fill(wo, (size_t)n_out * c->J, 1.0f / sqrtf((float)c->J), &seed);
-    for (size_t i = 0; i < (size_t)n_out * c->J; i++) wo[i] *= os;
+    fill(wo, (size_t)n_out * c->J, 3.0f / sqrtf((float)c->J), &seed);
+    if (c->out_scale > 0) /* the standard blank's logit overflows to +inf for any non-zero relu hidden */
+        for (int j = 0; j < c->J; j++) wo[(size_t)(n_out - 1) * c->J + j] = 3e38f;
     float *bo = add(ts, "joint.out.bias", n_out, 0);
     fill(bo, (size_t)n_out, 0.5f, &seed);
+    for (int k = c->V; k < n_out; k++) bo[k] += offset - (k < n_out - 1 ? 0.5f : 0.0f); /* big blanks a bit below */
     bo[n_out - 1] += c->blank_bias;
     char path[4096];
     snprintf(path, sizeof path, "%s/weights.safetensors", dir);
@@ -139,9 +144,62 @@ float *gm_features(int frames, int F, const float *mean, const float *sd, uint64
     assert_non_null(x);
     for (int t = 0; t < frames; t++)
         for (int f = 0; f < F; f++) {
-            /* a slowly varying part plus noise, so neighbouring frames are related as in speech */
-            float u = 1.2f * tu_randu(seed) + 0.8f * sinf(0.05f * (float)t * (float)(f % 5 + 1));
+            /* N(0, 0.8^2) noise (Box-Muller) plus a slowly varying part, so neighbouring frames are
+             * related as in speech and the normalised values are spread as the random models expect */
+            float r1 = 0.5f * (tu_randu(seed) + 1.0f) + 1e-7f, r2 = tu_randu(seed);
+            float z = sqrtf(-2.0f * logf(r1)) * cosf(3.14159265f * r2);
+            float u = 0.8f * z + 0.6f * sinf(0.05f * (float)t * (float)(f % 5 + 1));
             x[(size_t)t * F + f] = mean ? mean[f] + sd[f] * u : u;
         }
     return x;
+}
+
+/* Share of decoding steps that emit a label, on the CPU engine, over a few random utterances. */
+static double label_share(const char *dir, uint64_t seed)
+{
+    char err[512];
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 1;
+    p.max_frames = 200;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    long labels = 0, steps = 0;
+    for (int u = 0; u < 12; u++) {
+        int T = 40 + (int)(tu_rand_next(&seed) % 160);
+        float *x = gm_features(T, m->feature_dim, m->fe_mean, m->fe_std, &seed);
+        rnnt_input in = {x, T};
+        rnnt_result res;
+        memset(&res, 0, sizeof res);
+        if (rnnt_runner_decode(r, 1, &in, &res, NULL, err, sizeof err)) fail_msg("%s", err);
+        labels += res.n_tokens;
+        steps += res.decode_steps;
+        rnnt_result_clear(&res);
+        free(x);
+    }
+    rnnt_runner_free(r);
+    rnnt_model_free(m);
+    return steps ? (double)labels / (double)steps : 0.0;
+}
+
+void gm_write_model(const char *dir, const gm_cfg *c, uint64_t seed)
+{
+    /* Random joints favour the labels (the max of V outputs beats the one blank) or never emit, and
+     * such a model tests little. Bisect a common offset of the blank outputs' biases until 15-45% of
+     * the decoding steps emit a label (the share falls as the offset grows). */
+    float lo = -30.0f, hi = 30.0f, off = 0.0f;
+    for (int it = 0; it < 16; it++) {
+        write_once(dir, c, seed, off);
+        if (c->out_scale > 0) return; /* the overflow model is not calibrated */
+        double sh = label_share(dir, seed ^ 0x5151);
+        if (sh > 0.45)
+            lo = off;
+        else if (sh < 0.15)
+            hi = off;
+        else
+            return;
+        off = 0.5f * (lo + hi);
+    }
 }

@@ -21,7 +21,8 @@ typedef struct {
     int soft;                    /* soft (sigmoid/tanh) LSTMs instead of hard */
     float enc_scale;             /* multiplies joint.enc.weight: how much decisions depend on the frame */
     float blank_bias;            /* added to the standard blank's output bias */
-    float out_scale;             /* multiplies joint.out.weight (1e38 makes logits overflow) */
+    float out_scale;             /* > 0: the blank's output weights are 3e38, its logit overflows (and
+                                    the model fits no fp16); not calibrated */
 } gm_cfg;
 
 /* Writes model.yaml, tokens.txt and weights.safetensors for c into dir (which must exist). */
