@@ -9,6 +9,8 @@
  *   RNNT_CUDA_GRAPHS=0       launch the encoder's kernels directly instead of replaying graphs
  *   RNNT_CUDA_PERSIST=1      use the (experimental) persistent recurrence kernel (cu_persist.h) for
  *                            fp16 runners of max_batch <= 64
+ *   RNNT_CUDA_FUSED=1        one fused kernel per recurrent step (cu_lstm_step_fused) for runners of
+ *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
@@ -55,8 +57,10 @@ void destroy(void *state)
 {
     cu_backend *b = (cu_backend *)state;
     if (!b) return;
-    cudaSetDevice(b->p.device);
-    if (b->s) cudaStreamSynchronize(b->s);
+    if (b->s) { /* only after create got as far as the device (it may not exist) */
+        cudaSetDevice(b->p.device);
+        cudaStreamSynchronize(b->s);
+    }
     cu_decoder_free(b->dec);
     cu_encoder_free(b->enc);
     if (b->have_w) cu_weights_free(&b->w);
@@ -106,6 +110,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     ep.graphs = !(g && strcmp(g, "0") == 0);
     const char *pe = getenv("RNNT_CUDA_PERSIST");
     ep.persist = pe && strcmp(pe, "1") == 0; /* experimental, off by default: see cu_persist.h */
+    const char *fu = getenv("RNNT_CUDA_FUSED");
+    ep.fused = fu && strcmp(fu, "1") == 0;
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
     const char *mp = getenv("RNNT_CUDA_MAPPED");
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),

@@ -27,6 +27,8 @@ struct cu_encoder {
     char *persist;        /* [n_enc] layer runs its recurrence as a persistent kernel */
     int n_persist;
     void *hbuf;           /* persistent kernels' h double buffer */
+    int fused_bt;         /* rows of the fused step kernel, 0 = cuBLAS + cell kernel */
+    void *hs2;            /* the fused steps' second h buffer */
     /* device */
     void *arena;
     size_t arena_bytes;
@@ -119,6 +121,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
         if (L->hp > hpmax) hpmax = L->hp;
     }
     size_t rec_rows = cu_round_up(B, (size_t)e->r_rec);
+    if (p->fused) e->fused_bt = cu_step_fused_rows(e->bcap);
     if (p->persist && w->dt == CU_F16 && e->bcap <= CU_PERSIST_MAX_B)
         for (int l = 0; l < w->n_enc; l++) {
             e->persist[l] = (char)cu_persist_fits(w->enc[l].hidden, e->bcap, NULL);
@@ -146,6 +149,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     TAKE(o_c, B * hpmax * 4);
     TAKE(o_fp, fp_el * 4);
     TAKE(o_hb, e->n_persist ? 2 * cu_round_up(B, 16) * hpmax * 2 : 0);
+    size_t o_hs2;
+    TAKE(o_hs2, e->fused_bt ? rec_rows * hpmax * esz : 0);
 #undef TAKE
     e->arena_bytes = cu_round_up(off, 256);
     cudaError_t ce = cudaMalloc(&e->arena, e->arena_bytes);
@@ -170,6 +175,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->c = (float *)(a + o_c);
     e->fproj = (float *)(a + o_fp);
     e->hbuf = a + o_hb;
+    e->hs2 = a + o_hs2;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
     *out = e;
     return RNNT_OK;
@@ -256,6 +262,17 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
             RNNT_TRY(cu_lstm_persist(e->s, w->act, nb, T, H, L->hp, L->g4, (const __half *)L->w_hh, L->bias,
                                      (const __half *)e->xproj, (size_t)T * L->g4, len, (__half *)y, (size_t)T * L->hp,
                                      (__half *)e->hbuf, err, errlen));
+            in = y;
+            T /= L->time_stack;
+            continue;
+        }
+        if (e->fused_bt) {
+            void *hb[2] = {e->hs, e->hs2};
+            for (int t = 0; t < T; t++)
+                RNNT_TRY(cu_lstm_step_fused(e->s, w->dt, w->act, e->fused_bt, nb, H, L->hp, L->w_hh, hb[(t + 1) & 1],
+                                            hb[t & 1], (const char *)e->xproj + (size_t)t * L->g4 * esz, (size_t)T * L->g4,
+                                            L->bias, e->c, (char *)y + (size_t)t * L->hp * esz, (size_t)T * L->hp, len, t,
+                                            err, errlen));
             in = y;
             T /= L->time_stack;
             continue;
@@ -382,3 +399,4 @@ const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->b
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
+int cu_encoder_fused_steps(const cu_encoder *e) { return e->fused_bt > 0; }

@@ -24,6 +24,8 @@ typedef struct {
     int persist;     /* 1: fp16 layers whose recurrence fits run it as one persistent kernel
                         (cu_persist.h) when max_batch <= CU_PERSIST_MAX_B; 0: per-step GEMMs always.
                         Fixed per encoder, so every batch of a runner takes the same path. */
+    int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
+                        (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
 } cu_encoder_params;
 
 typedef struct cu_encoder cu_encoder;
@@ -57,8 +59,9 @@ typedef struct {
 } cu_encoder_batch;
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e);
 size_t cu_encoder_device_bytes(const cu_encoder *e);
-/* Number of layers whose recurrence runs as a persistent kernel. */
+/* Number of layers whose recurrence runs as a persistent kernel; whether steps use the fused kernel. */
 int cu_encoder_persistent_layers(const cu_encoder *e);
+int cu_encoder_fused_steps(const cu_encoder *e);
 /* Layer outputs of the last run (dev pointer to [nb][T_l][hp_l] of layer l), for the stage tests; only
  * the last two layers' outputs survive (ping-pong buffers). */
 const void *cu_encoder_layer_out(const cu_encoder *e, int l);

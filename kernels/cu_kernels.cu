@@ -99,6 +99,88 @@ __global__ void k_lstm_pointwise(int H, int hp, const S *__restrict__ x, size_t 
     cu_st(ho, hn);
 }
 
+/* ---------------------------------------------------------------- fused recurrent step (small batches) */
+
+/* One warp per hidden unit j: the four gate rows of W_hh (from L2) dotted with h_{t-1} of every row
+ * (from shared memory), lane-strided then an xor butterfly, then the cell update by lane b for row b.
+ * BT: rows per launch (compile-time, so the accumulators stay in registers). */
+__device__ __forceinline__ float2 cu_ld2(const float *p) { return *(const float2 *)p; }
+__device__ __forceinline__ float2 cu_ld2(const __half *p) { return __half22float2(*(const __half2 *)p); }
+
+template <typename S, bool HARD, int BT>
+__global__ void __launch_bounds__(kWarps * 32)
+    k_lstm_step_fused(int nb, int H, int hp, const S *__restrict__ w_hh, const S *__restrict__ h_in, S *__restrict__ h_out,
+                      const S *__restrict__ x, size_t ldx_b, const float *__restrict__ bias, float *__restrict__ c,
+                      S *__restrict__ y, size_t ldy_b, const int *__restrict__ len, int t)
+{
+    extern __shared__ __align__(16) unsigned char fsm[];
+    S *hsm = (S *)fsm; /* [nb][hp] of h_{t-1}; the pad columns are zero (written so by the previous step) */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, j = blockIdx.x * kWarps + warp;
+    if (t > 0) {
+        for (int i = threadIdx.x; i < nb * hp; i += blockDim.x) hsm[i] = h_in[i];
+        __syncthreads();
+    }
+    if (j >= hp) return;
+    if (j >= H) { /* pad columns */
+        if (lane < nb) {
+            cu_st(&y[lane * ldy_b + j], 0.0f);
+            cu_st(&h_out[(size_t)lane * hp + j], 0.0f);
+        }
+        return;
+    }
+    float acc[4][BT];
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+#pragma unroll
+        for (int b = 0; b < BT; b++) acc[g][b] = 0.0f;
+    if (t > 0) {
+        /* pairs of columns (hp is even; W's pad columns are zero) */
+        for (int k = 2 * lane; k < hp; k += 64) {
+            float2 w[4];
+#pragma unroll
+            for (int g = 0; g < 4; g++) w[g] = cu_ld2(&w_hh[(size_t)(g * H + j) * hp + k]);
+#pragma unroll
+            for (int b = 0; b < BT; b++) {
+                if (b >= nb) break;
+                float2 hv = cu_ld2(&hsm[b * hp + k]);
+#pragma unroll
+                for (int g = 0; g < 4; g++) acc[g][b] = fmaf(w[g].y, hv.y, fmaf(w[g].x, hv.x, acc[g][b]));
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < 4; g++)
+#pragma unroll
+            for (int b = 0; b < BT; b++) acc[g][b] = warp_sum(acc[g][b]);
+    }
+    float mine[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int b = 0; b < BT; b++)
+        if (b == lane)
+#pragma unroll
+            for (int g = 0; g < 4; g++) mine[g] = acc[g][b];
+    const int b = lane;
+    if (b >= nb) return;
+    S *yo = y + b * ldy_b + j;
+    if (len && t >= len[b]) {
+        cu_st(yo, 0.0f);
+        return;
+    }
+    const S *xr = x + b * ldx_b;
+    float a[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+        float v = __fadd_rn(cu_ld(&xr[g * H + j]), bias[g * H + j]);
+        if (t > 0) v = __fadd_rn(v, mine[g]);
+        a[g] = v;
+    }
+    float *cp = c + (size_t)b * hp + j;
+    float cn, hn;
+    lstm_cell<HARD>(a, t > 0 ? *cp : 0.0f, &cn, &hn);
+    *cp = cn;
+    cu_st(yo, hn);
+    cu_st(&h_out[(size_t)b * hp + j], hn);
+}
+
 /* ---------------------------------------------------------------- joint + argmax */
 
 template <typename S, bool RELU>
@@ -376,6 +458,41 @@ rnnt_status cu_lstm_pointwise(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act ac
         if (act == RNNT_ACT_HARD) RNNT_PW(float, true); else RNNT_PW(float, false);
     }
 #undef RNNT_PW
+    CU_TRY_LAUNCH();
+    return RNNT_OK;
+}
+
+int cu_step_fused_rows(int rows) { return rows <= 8 ? 8 : (rows <= 16 ? 16 : (rows <= 32 ? 32 : 0)); }
+
+rnnt_status cu_lstm_step_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int bt, int nb, int H, int hp,
+                               const void *w_hh, const void *h_in, void *h_out, const void *x, size_t ldx_b,
+                               const float *bias, float *c, void *y, size_t ldy_b, const int *len, int t, char *err,
+                               size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    if (nb > bt || (bt != 8 && bt != 16 && bt != 32))
+        return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: fused step for %d rows with a tile of %d", nb, bt);
+    size_t smem = (size_t)nb * hp * cu_dtype_size(dt);
+    if (smem > 200 * 1024)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: fused step: H=%d too large", H);
+    dim3 grid((unsigned)cu_div_up(hp, kWarps));
+#define RNNT_FS(S, HARD, BT)                                                                                       \
+    do {                                                                                                           \
+        if (smem > 48 * 1024)                                                                                      \
+            CU_TRY(cudaFuncSetAttribute(k_lstm_step_fused<S, HARD, BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                        (int)smem));                                                               \
+        k_lstm_step_fused<S, HARD, BT><<<grid, kWarps * 32, smem, stream>>>(                                        \
+            nb, H, hp, (const S *)w_hh, (const S *)h_in, (S *)h_out, (const S *)x, ldx_b, bias, c, (S *)y, ldy_b, len, t); \
+    } while (0)
+#define RNNT_FS_BT(S, HARD) \
+    do { if (bt == 8) RNNT_FS(S, HARD, 8); else if (bt == 16) RNNT_FS(S, HARD, 16); else RNNT_FS(S, HARD, 32); } while (0)
+    if (dt == CU_F16) {
+        if (act == RNNT_ACT_HARD) RNNT_FS_BT(__half, true); else RNNT_FS_BT(__half, false);
+    } else {
+        if (act == RNNT_ACT_HARD) RNNT_FS_BT(float, true); else RNNT_FS_BT(float, false);
+    }
+#undef RNNT_FS_BT
+#undef RNNT_FS
     CU_TRY_LAUNCH();
     return RNNT_OK;
 }

@@ -32,6 +32,18 @@ rnnt_status cu_lstm_pointwise(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act ac
                               float *c, int ldc, void *y, size_t ldy_b, void *hs, int ldhs, const int *len,
                               int t, char *err, size_t errlen);
 
+/* The whole recurrent step of small batches in ONE kernel (the GEMM h_{t-1}·W_hh^T and the cell of
+ * cu_lstm_pointwise): warp per hidden unit, h_{t-1} of all rows staged in shared memory. For nb <= bt
+ * rows, bt = cu_step_fused_rows(max rows) (8, 16 or 32; 0 = not applicable). h_in / h_out [rows][hp] must
+ * differ (other blocks still read h_{t-1}); c [rows][hp]; t == 0 reads no h_in (zero state). Rows with
+ * t >= len[b] get y = 0 and keep their state. Same arithmetic for a row whatever else is in the launch,
+ * but not the cuBLAS path's: a runner uses one of the two for all its batches. */
+int cu_step_fused_rows(int rows);
+rnnt_status cu_lstm_step_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int bt, int nb, int H, int hp,
+                               const void *w_hh, const void *h_in, void *h_out, const void *x, size_t ldx_b,
+                               const float *bias, float *c, void *y, size_t ldy_b, const int *len, int t, char *err,
+                               size_t errlen);
+
 /* Decoder state on the device, one entry per utterance slot (cap = token capacity per utterance). */
 typedef struct {
     int *t, *labels, *t_enc, *n_tok, *e, *status, *steps, *skipped, *done, *k;

@@ -4,6 +4,7 @@
  *   2  variant 1 captured once as a CUDA graph and replayed (what the encoder does)
  *   3  one persistent cooperative kernel: W_hh rows in shared memory, tensor cores, one grid barrier
  *      per step (cu_persist.cu)
+ *   4  per step ONE fused kernel (cu_lstm_step_fused: warp per unit, W_hh from L2), as a CUDA graph
  *
  *   lab_lstm_layer [variant]      check every variant (or one) against the CPU reference, then time
  *   lab_lstm_layer V H B T        run variant V once on one shape (for ncu), no check
@@ -60,7 +61,7 @@ struct layer {
     int B, T, H, hp, g4;
     std::vector<float> x, w, bias; /* x [B][T][g4] (fp16 values), w [4H][hp] (fp16 values) */
     std::vector<int> len;
-    __half *dx, *dw, *dy, *dhs, *dhb;
+    __half *dx, *dw, *dy, *dhs, *dhs2, *dhb;
     float *dbias, *dhproj, *dc;
     int *dlen;
 };
@@ -95,6 +96,8 @@ static void make(layer *L, int B, int T, int H)
     int rows = (B + 15) / 16 * 16 + 256;
     CK(cudaMalloc(&L->dhs, (size_t)rows * L->hp * 2));
     CK(cudaMemset(L->dhs, 0, (size_t)rows * L->hp * 2));
+    CK(cudaMalloc(&L->dhs2, (size_t)rows * L->hp * 2));
+    CK(cudaMemset(L->dhs2, 0, (size_t)rows * L->hp * 2));
     CK(cudaMalloc(&L->dhb, (size_t)2 * 64 * L->hp * 2));
     CK(cudaMemset(L->dhb, 0, (size_t)2 * 64 * L->hp * 2));
     CK(cudaMalloc(&L->dbias, L->bias.size() * 4));
@@ -107,7 +110,7 @@ static void make(layer *L, int B, int T, int H)
 
 static void destroy(layer *L)
 {
-    cudaFree(L->dx), cudaFree(L->dw), cudaFree(L->dy), cudaFree(L->dhs), cudaFree(L->dhb), cudaFree(L->dbias);
+    cudaFree(L->dx), cudaFree(L->dw), cudaFree(L->dy), cudaFree(L->dhs), cudaFree(L->dhs2), cudaFree(L->dhb), cudaFree(L->dbias);
     cudaFree(L->dhproj), cudaFree(L->dc), cudaFree(L->dlen);
 }
 
@@ -149,6 +152,15 @@ static void run_steps(cublasHandle_t blas, cudaStream_t s, layer *L)
     }
 }
 
+static void run_fused(cudaStream_t s, layer *L)
+{
+    __half *hb[2] = {L->dhs, L->dhs2};
+    for (int t = 0; t < L->T; t++)
+        RK(cu_lstm_step_fused(s, CU_F16, RNNT_ACT_HARD, cu_step_fused_rows(L->B), L->B, L->H, L->hp, L->dw, hb[(t + 1) & 1],
+                              hb[t & 1], L->dx + (size_t)t * L->g4, (size_t)L->T * L->g4, L->dbias, L->dc,
+                              L->dy + (size_t)t * L->hp, (size_t)L->T * L->hp, L->dlen, t, err, errlen));
+}
+
 static void run_persist(cudaStream_t s, layer *L)
 {
     RK(cu_lstm_persist(s, RNNT_ACT_HARD, L->B, L->T, L->H, L->hp, L->g4, L->dw, L->dbias, L->dx, (size_t)L->T * L->g4,
@@ -163,11 +175,12 @@ struct runner {
 static void run(runner *r, cublasHandle_t blas, cudaStream_t s, layer *L)
 {
     if (r->variant == 1) run_steps(blas, s, L);
-    else if (r->variant == 2) {
+    else if (r->variant == 2 || r->variant == 4) {
         if (!r->exec) {
             cudaGraph_t g;
             CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-            run_steps(blas, s, L);
+            if (r->variant == 2) run_steps(blas, s, L);
+            else run_fused(s, L);
             CK(cudaStreamEndCapture(s, &g));
             CK(cudaGraphInstantiate(&r->exec, g, 0));
             CK(cudaGraphDestroy(g));
@@ -190,7 +203,8 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&ws, 32 << 20));
     cublasHandle_t blas;
     RK(cu_blas_create(s, ws, 32 << 20, &blas, err, errlen));
-    static const char *names[] = {"", "steps: cuBLAS + cell kernel", "steps as a CUDA graph", "persistent kernel"};
+    static const char *names[] = {"", "steps: cuBLAS + cell kernel", "steps as a CUDA graph", "persistent kernel",
+                                  "fused step kernel, graph"};
     if (argc == 5) {
         layer L;
         make(&L, atoi(argv[3]), atoi(argv[4]), atoi(argv[2]));
@@ -206,8 +220,9 @@ int main(int argc, char **argv)
         layer L;
         make(&L, ck[1], 24, ck[0]);
         std::vector<float> ref = reference(&L);
-        for (int v = 1; v <= 3; v++) {
+        for (int v = 1; v <= 4; v++) {
             if (only && v != only) continue;
+            if (v == 4 && !cu_step_fused_rows(L.B)) continue;
             if (v == 3 && !cu_persist_fits(L.H, L.B, NULL)) {
                 printf("check H=%d B=%d variant %d: does not fit\n", L.H, L.B, v);
                 continue;
@@ -240,8 +255,10 @@ int main(int argc, char **argv)
         for (int B : Bs) {
             layer L;
             make(&L, B, 300, H);
-            for (int v = 1; v <= 3; v++) {
+            for (int v = 1; v <= 4; v++) {
                 if (only && v != only) continue;
+                if (v == 1 && B > 1) continue; /* direct launches: shown at B = 1 only */
+                if (v == 4 && !cu_step_fused_rows(B)) continue;
                 if (v == 3 && !cu_persist_fits(H, B, NULL)) continue;
                 runner r = {v, NULL};
                 cudaEvent_t a, e;

@@ -351,6 +351,7 @@ fail:
 struct ours_result {
     float ms_hard, ms_soft, ms_inproj; /* the default path: per-step GEMMs in a graph */
     char persist_txt[32];              /* hard with the experimental persistent kernel, or "n/a" */
+    char fused_txt[32];                /* hard with the fused step kernel (max_batch <= 32), or "n/a" */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
 };
@@ -367,8 +368,9 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     std::vector<int> frames(B, T);
     for (int b = 0; b < B; b++) feats[b] = x_bti.data() + (size_t)b * T * I;
     snprintf(r.persist_txt, sizeof r.persist_txt, "n/a");
-    for (int run = 0; run < 3; run++) {
-        int soft = run == 1, persist = run == 2;
+    snprintf(r.fused_txt, sizeof r.fused_txt, "n/a");
+    for (int run = 0; run < 5; run++) {
+        int soft = run == 1 || run == 4, persist = run == 2, fused = run >= 3;
         cu_weights wa = w; /* shares the device arena; only the activation differs */
         wa.act = soft ? RNNT_ACT_SOFT : RNNT_ACT_HARD;
         cu_encoder_params p;
@@ -377,9 +379,11 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.max_frames = T;
         p.graphs = 1;
         p.persist = persist;
+        p.fused = fused;
         cu_encoder *e;
         RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
-        if (run == 2 && cu_encoder_persistent_layers(e) == 0) { /* does not apply (fp32, or too large) */
+        if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || (run >= 3 && !cu_encoder_fused_steps(e))) {
+            /* does not apply (fp32, or too large) */
             cu_encoder_free(e);
             continue;
         }
@@ -388,7 +392,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         float ms = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
         const cu_encoder_batch *bt = cu_encoder_get_batch(e);
         if (!bt->graphs_on) fprintf(stderr, "warning: our encoder ran without graphs (%s)\n", bt->graph_note ? bt->graph_note : "?");
-        if (soft) {
+        if (run == 1) {
             r.ms_soft = ms;
             size_t n = (size_t)bt->nb * bt->t_enc * w.hep;
             std::vector<float> out(n);
@@ -406,8 +410,13 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
             r.bytes = cu_encoder_device_bytes(e);
         } else if (run == 0) {
             r.ms_hard = ms;
-        } else {
+        } else if (run == 2) {
             snprintf(r.persist_txt, sizeof r.persist_txt, "%.3f", ms);
+        } else if (run == 3) {
+            snprintf(r.fused_txt, sizeof r.fused_txt, "%.3f", ms);
+        } else {
+            size_t tl = strlen(r.fused_txt);
+            snprintf(r.fused_txt + tl, sizeof r.fused_txt - tl, " / %.3f", ms);
         }
         cu_encoder_free(e);
     }
@@ -480,9 +489,9 @@ int main(int argc, char **argv)
     shapes.push_back({4, 512, 512, 100, 64, 0});
     shapes.push_back({4, 512, 512, 100, 64, 1});
 
-    printf("\n| shape (layers x H, in, T) | dtype | B | ours hard ms | ours soft ms | ours hard, persistent kernel ms | cuDNN standard ms | cuDNN best ms "
+    printf("\n| shape (layers x H, in, T) | dtype | B | ours hard ms | ours soft ms | ours hard, persistent kernel ms | ours fused step hard / soft ms | cuDNN standard ms | cuDNN best ms "
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
-           "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
     std::vector<std::string> notes;
     for (const shape &sh : shapes) {
@@ -533,12 +542,12 @@ int main(int argc, char **argv)
         size_t es = sh.f16 ? 2 : 4;
         double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
         if (best.ok)
-            printf("| %s | %s | %d | %.3f | %.3f | %s | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.persist_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
+            printf("| %s | %s | %d | %.3f | %.3f | %s | %s | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.persist_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
                    o.ms_hard / best.ms, tf, 100.0 * tf / peak16, o.ms_inproj, o.bytes / (double)sh.B / 1048576.0, cud_mem, diff);
         else
-            printf("| %s | %s | %d | %.3f | %.3f | %s | - | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.persist_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
+            printf("| %s | %s | %d | %.3f | %.3f | %s | %s | - | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.persist_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
                    o.bytes / (double)sh.B / 1048576.0);
         fflush(stdout);
         char nb[700];

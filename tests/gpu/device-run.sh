@@ -58,16 +58,21 @@ if has encoder; then
 fi
 
 if has engine && [ -f $MODEL/model.yaml ]; then
-  log bench_engine; timeout $(tmo 150) $B/bench_engine $MODEL --batches 1,32,256 --seconds 10 --reps 5 > "$OUT/bench_engine.log" 2>&1
-  echo "exit $?"; cat "$OUT/bench_engine.log"
+  { log bench_engine; timeout $(tmo 150) $B/bench_engine $MODEL --batches 1,32,256 --seconds 10 --reps 5; echo "exit $?"
+    log "bench_engine with RNNT_CUDA_FUSED=1 (runners of <= 32 utterances use the fused step kernel)"
+    RNNT_CUDA_FUSED=1 timeout $(tmo 60) $B/bench_engine $MODEL --batches 1,32 --seconds 10 --reps 5; echo "exit $?"
+    log "bench_engine on the shipped model"
+    timeout $(tmo 60) $B/bench_engine models/en-char-small --batches 1,32,256 --seconds 10 --reps 5; echo "exit $?"
+  } > "$OUT/bench_engine.log" 2>&1
+  cat "$OUT/bench_engine.log"
 fi
 if has sanitize; then
   # racecheck crashed (SIGSEGV) on kernels writing mapped host memory: its engine run uses RNNT_CUDA_MAPPED=0
   { for tool in ${SAN_TOOLS:-memcheck racecheck}; do
       for t in ${SAN_TESTS:-test_cuda_kernels test_cuda_engine}; do
         mapped=1; [ $tool = racecheck ] && mapped=0
-        log "compute-sanitizer --tool $tool $t (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=$mapped)"
-        RNNT_CUDA_MAPPED=$mapped RNNT_TEST_QUICK=1 timeout $(tmo 120) compute-sanitizer --tool $tool --error-exitcode 9 $B/$t 2>&1 | tail -25
+        log "compute-sanitizer --tool $tool $t (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=$mapped OPENBLAS_NUM_THREADS=1)"
+        OPENBLAS_NUM_THREADS=1 RNNT_CUDA_MAPPED=$mapped RNNT_TEST_QUICK=1 timeout $(tmo 120) compute-sanitizer --tool $tool --error-exitcode 9 $B/$t 2>&1 | tail -25
         echo "exit ${PIPESTATUS[0]}"
       done
     done; } > "$OUT/sanitize.log" 2>&1

@@ -35,7 +35,7 @@
 
 static uint64_t g_seed;
 static int g_quick, g_nutt = N_UTT;
-static long g_fp16_same, g_fp16_total, g_persist_same;
+static long g_fp16_same, g_fp16_total, g_persist_same, g_fused_same;
 
 typedef struct {
     int n;
@@ -224,25 +224,38 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
         }
         rnnt_runner_free(rm);
     }
-    /* the experimental persistent recurrence: rounds differently from the cuBLAS path, so it is held to
-     * the CPU like fp16, and to its own batch invariance */
-    setenv("RNNT_CUDA_PERSIST", "1", 1);
-    rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
-    unsetenv("RNNT_CUDA_PERSIST");
-    decode_order(rp, &u, order, MAX_B, g16);
-    int samep = 0;
-    for (int i = 0; i < u.n; i++) samep += same_tokens(&g16[i], &cpu[i]);
-    decode_shuffled(rp, &u, 3, &seed, other);
-    for (int i = 0; i < u.n; i++)
-        if (!same_result(&other[i], &g16[i])) {
-            describe("persistent batch invariance", dir, i, &u, &other[i], &g16[i]);
-            fail_msg("%s: persistent fp16 utterance %d differs in a batch of 3", dir, i);
-        }
-    g_persist_same += samep;
-    rnnt_runner_free(rp);
+    /* the other recurrence paths (persistent kernel, fused step kernel), each fixed per runner: fp32
+     * identical to the CPU (the persistent kernel is fp16-only, its fp32 runner is the default path),
+     * fp16 counted against the CPU and bitwise batch-invariant */
+    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED"};
+    int samep[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        setenv(paths[k], "1", 1);
+        rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+        rnnt_runner *rq = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
+        unsetenv(paths[k]);
+        decode_order(rp, &u, order, MAX_B, other);
+        for (int i = 0; i < u.n; i++)
+            if (!same_result(&other[i], &cpu[i])) {
+                describe(paths[k], dir, i, &u, &other[i], &cpu[i]);
+                fail_msg("%s: %s=1 fp32 utterance %d differs from the CPU", dir, paths[k], i);
+            }
+        decode_order(rq, &u, order, MAX_B, g32); /* g32 is done with: reuse it */
+        for (int i = 0; i < u.n; i++) samep[k] += same_tokens(&g32[i], &cpu[i]);
+        decode_shuffled(rq, &u, 3, &seed, other);
+        for (int i = 0; i < u.n; i++)
+            if (!same_result(&other[i], &g32[i])) {
+                describe(paths[k], dir, i, &u, &other[i], &g32[i]);
+                fail_msg("%s: %s=1 fp16 utterance %d differs in a batch of 3", dir, paths[k], i);
+            }
+        rnnt_runner_free(rp);
+        rnnt_runner_free(rq);
+    }
+    g_persist_same += samep[0];
+    g_fused_same += samep[1];
     printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
-           "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d\n",
-           dir, u.n, u.max_frames, labels, steps, skipped, same16, u.n, samep, u.n);
+           "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d\n",
+           dir, u.n, u.max_frames, labels, steps, skipped, same16, u.n, samep[0], u.n, samep[1], u.n);
     clear_all(cpu, u.n);
     clear_all(g32, u.n);
     clear_all(g16, u.n);
@@ -370,12 +383,13 @@ static void test_fp16_agreement(void **state)
     (void)state;
     if (!g_fp16_total) skip();
     double share = (double)g_fp16_same / (double)g_fp16_total;
-    printf("fp16 vs CPU over all models above: %ld/%ld utterances identical (%.1f%%); persistent fp16 %ld/%ld\n",
-           g_fp16_same, g_fp16_total, 100.0 * share, g_persist_same, g_fp16_total);
+    printf("fp16 vs CPU over all models above: %ld/%ld utterances identical (%.1f%%); persistent fp16 %ld/%ld; fused-step "
+           "fp16 %ld/%ld\n", g_fp16_same, g_fp16_total, 100.0 * share, g_persist_same, g_fp16_total, g_fused_same, g_fp16_total);
     /* Random models have small decision margins, so fp16 rounding flips some near-ties; a real bug
      * (wrong layout, wrong gate) changes almost every utterance. */
     assert_true(share >= 0.80);
     assert_true((double)g_persist_same / (double)g_fp16_total >= 0.80);
+    assert_true((double)g_fused_same / (double)g_fp16_total >= 0.80);
 }
 
 static void test_numeric(void **state)

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <vector>
+
 extern "C" {
 #include <cmocka.h>
 }
@@ -265,6 +267,221 @@ static void test_pointwise(void **state)
     printf("lstm pointwise: %d cases match the CPU twin (masking, pads, NaN propagation included)\n", n);
 }
 
+/* ------------------------------------------------------------------ decoding rule */
+
+/* The rule of FORMAT.md stage 6 (and the CPU backend's counters) on the host, one step for every slot. */
+struct host_slot {
+    int t, labels, T, n_tok, e, status, steps, skipped, done;
+    std::vector<int> tok, frm;
+};
+
+static void test_dec_rule(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 6;
+    const int nb = 37, V = 5, n_big = 2, blank = V + n_big, max_sym = 3, cap = 40 * max_sym;
+    cu_dec_rule rule;
+    memset(&rule, 0, sizeof rule);
+    rule.V = V;
+    rule.blank = blank;
+    rule.n_big = n_big;
+    rule.max_symbols = max_sym;
+    rule.max_iters = 100000;
+    rule.durations[0] = 2;
+    rule.durations[1] = 3;
+    int *ip;
+    CK(cudaMalloc(&ip, (11 * nb + 8 + 2 * (size_t)nb * cap) * sizeof(int)));
+    cu_dec_state st;
+    int **f[] = {&st.t, &st.labels, &st.t_enc, &st.n_tok, &st.e, &st.status, &st.steps, &st.skipped, &st.done, &st.k, &st.emit};
+    for (int i = 0; i < 11; i++) *f[i] = ip + (size_t)i * nb;
+    st.counts = ip + 11 * nb;
+    st.tokens = st.counts + 8;
+    st.frames = st.tokens + (size_t)nb * cap;
+    st.cap = cap;
+    std::vector<int> T(nb), hk(nb);
+    std::vector<host_slot> hs(nb);
+    for (int b = 0; b < nb; b++) {
+        T[b] = b == 0 ? 0 : (int)(tu_rand_next(&seed) % 40);
+        hs[b] = host_slot{0, 0, T[b], 0, 1, 0, 0, 0, T[b] <= 0, {}, {}};
+    }
+    int *dT;
+    CK(cudaMalloc(&dT, nb * sizeof(int)));
+    CK(cudaMemcpy(dT, T.data(), nb * sizeof(int), cudaMemcpyHostToDevice));
+    RK(cu_dec_init(0, nb, dT, V, st, err, errlen));
+    int iters = 0, active = 1;
+    std::vector<int> got(11 * nb + 8);
+    while (active && iters < 2000) {
+        for (int b = 0; b < nb; b++) {
+            uint64_t r = tu_rand_next(&seed) % 1000;
+            hk[b] = r < 5 ? -1 : (int)(r % (uint64_t)(blank + 1)); /* labels, big blanks, blank; rarely non-finite */
+        }
+        CK(cudaMemcpy(st.k, hk.data(), nb * sizeof(int), cudaMemcpyHostToDevice));
+        RK(cu_dec_update(0, nb, rule, st, 0, 0, NULL, err, errlen));
+        iters++;
+        std::vector<int> emit;
+        active = 0;
+        for (int b = 0; b < nb; b++) {
+            host_slot &h = hs[b];
+            if (h.done) continue;
+            h.steps++;
+            int k = hk[b], emits = 0;
+            if (k < 0) {
+                h.status = 1;
+                h.t = h.T;
+            } else if (k < V) {
+                h.tok.push_back(k);
+                h.frm.push_back(h.t);
+                h.n_tok++;
+                h.e++;
+                emits = 1;
+                if (++h.labels == max_sym) {
+                    h.t++;
+                    h.labels = 0;
+                }
+            } else {
+                int d = k == blank ? 1 : rule.durations[blank - 1 - k];
+                int stop = h.t + d < h.T ? h.t + d : h.T;
+                h.skipped += stop - h.t - 1;
+                h.t += d;
+                h.labels = 0;
+            }
+            if (h.t >= h.T) h.done = 1;
+            if (!h.done) {
+                active++;
+                if (emits) emit.push_back(b);
+            }
+        }
+        CK(cudaMemcpy(got.data(), ip, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
+        for (int b = 0; b < nb; b++) {
+            const host_slot &h = hs[b];
+            int want[9] = {h.t, h.labels, h.T, h.n_tok, h.e, h.status, h.steps, h.skipped, h.done};
+            for (int q = 0; q < 9; q++)
+                if (got[(size_t)q * nb + b] != want[q])
+                    fail_msg("decode rule, step %d slot %d: field %d is %d, want %d", iters, b, q, got[(size_t)q * nb + b], want[q]);
+        }
+        const int *counts = got.data() + 11 * nb;
+        if (counts[0] != (int)emit.size() || counts[1] != active || counts[2] != iters)
+            fail_msg("decode rule, step %d: counts %d %d %d, want %d %d %d", iters, counts[0], counts[1], counts[2], (int)emit.size(),
+                     active, iters);
+        for (size_t i = 0; i < emit.size(); i++)
+            if (got[(size_t)10 * nb + i] != emit[i]) fail_msg("decode rule, step %d: emitter %zu is %d, want %d", iters, i, got[(size_t)10 * nb + i], emit[i]);
+    }
+    assert_int_equal(active, 0);
+    int *dout;
+    size_t out_ints = (size_t)nb * (8 + 2 * cap);
+    CK(cudaMalloc(&dout, out_ints * sizeof(int)));
+    RK(cu_dec_pack(0, nb, st, dout, err, errlen));
+    std::vector<int> out(out_ints);
+    CK(cudaMemcpy(out.data(), dout, out_ints * sizeof(int), cudaMemcpyDeviceToHost));
+    int labels = 0;
+    for (int b = 0; b < nb; b++) {
+        const int *o = out.data() + (size_t)b * (8 + 2 * cap);
+        const host_slot &h = hs[b];
+        if (o[0] != h.n_tok || o[1] != h.steps || o[2] != h.skipped || o[3] != h.status)
+            fail_msg("pack slot %d: %d %d %d %d, want %d %d %d %d", b, o[0], o[1], o[2], o[3], h.n_tok, h.steps, h.skipped, h.status);
+        for (int i = 0; i < h.n_tok; i++)
+            if (o[8 + i] != h.tok[i] || o[8 + h.n_tok + i] != h.frm[i]) fail_msg("pack slot %d token %d differs", b, i);
+        labels += h.n_tok;
+    }
+    printf("decode rule: %d slots over %d steps (%d labels) match the host rule step by step; pack matches\n", nb, iters, labels);
+    CK(cudaFree(ip));
+    CK(cudaFree(dT));
+    CK(cudaFree(dout));
+}
+
+/* ------------------------------------------------------------------ fused recurrent step */
+
+static void check_fused(cu_dtype dt, rnnt_lstm_act act, int B, int H, int t, uint64_t *seed)
+{
+    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD), bt = cu_step_fused_rows(B);
+    float *w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed), *x = host_rand((size_t)B * g4, 3.0f, seed);
+    float *h = host_rand((size_t)B * hp, 1.0f, seed), *bias = host_rand((size_t)4 * H, 0.5f, seed);
+    float *c = host_rand((size_t)B * hp, 2.0f, seed);
+    for (int r = 0; r < 4 * H; r++)
+        for (int k = H; k < hp; k++) w[(size_t)r * hp + k] = 0.0f;
+    for (int b = 0; b < B; b++)
+        for (int k = H; k < hp; k++) h[(size_t)b * hp + k] = 0.0f;
+    int *len = (int *)malloc((size_t)B * sizeof(int)), *dlen;
+    for (int b = 0; b < B; b++) len[b] = (int)(tu_rand_next(seed) % 4);
+    void *dw = dev_put(w, (size_t)4 * H * hp, dt), *dx = dev_put(x, (size_t)B * g4, dt), *dh = dev_put(h, (size_t)B * hp, dt);
+    float *db = (float *)dev_put(bias, (size_t)4 * H, CU_F32), *dc = (float *)dev_put(c, (size_t)B * hp, CU_F32);
+    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    size_t hb = (size_t)B * hp * cu_dtype_size(dt);
+    void *dy = dev_poison(hb), *dho = dev_poison(hb);
+    RK(cu_lstm_step_fused(0, dt, act, bt, B, H, hp, dw, dh, dho, dx, (size_t)g4, db, dc, dy, (size_t)hp, dlen, t, err, errlen));
+    CK(cudaDeviceSynchronize());
+    float *y = (float *)malloc(hb * 4), *ho = (float *)malloc(hb * 4), *cg = (float *)malloc((size_t)B * hp * 4);
+    dev_get(y, dy, (size_t)B * hp, dt);
+    dev_get(ho, dho, (size_t)B * hp, dt);
+    CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+    float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
+    for (int b = 0; b < B; b++) {
+        for (int j = H; j < hp; j++)
+            if (y[(size_t)b * hp + j] != 0.0f || (t < len[b] && ho[(size_t)b * hp + j] != 0.0f))
+                fail_msg("fused: pad column %d of row %d not zero", j, b);
+        if (t >= len[b]) {
+            for (int j = 0; j < H; j++)
+                if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &c[(size_t)b * hp + j], 4))
+                    fail_msg("fused: masked row %d written", b);
+            continue;
+        }
+        for (int r = 0; r < 4 * H; r++) {
+            double s = 0;
+            if (t > 0)
+                for (int k = 0; k < H; k++) s += (double)w[(size_t)r * hp + k] * h[(size_t)b * hp + k];
+            pre[r] = (x[(size_t)b * g4 + r] + bias[r]) + (float)s;
+        }
+        for (int j = 0; j < H; j++) cr[j] = t > 0 ? c[(size_t)b * hp + j] : 0.0f;
+        rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+        for (int j = 0; j < H; j++) {
+            float gh = y[(size_t)b * hp + j], gc = cg[(size_t)b * hp + j];
+            if (!(fabsf(gh - rnd_dt(hr[j], dt)) <= (dt == CU_F16 ? 2e-3f : 2e-5f)) ||
+                !(fabsf(gc - cr[j]) <= 2e-5f * (1 + fabsf(cr[j]))) || memcmp(&ho[(size_t)b * hp + j], &y[(size_t)b * hp + j], 4))
+                fail_msg("fused %s %s B=%d H=%d t=%d row %d unit %d: h %g (want %g), c %g (want %g)", dt_name(dt),
+                         act == RNNT_ACT_HARD ? "hard" : "soft", B, H, t, b, j, gh, hr[j], gc, cr[j]);
+        }
+    }
+    CK(cudaFree(dw));
+    CK(cudaFree(dx));
+    CK(cudaFree(dh));
+    CK(cudaFree(db));
+    CK(cudaFree(dc));
+    CK(cudaFree(dlen));
+    CK(cudaFree(dy));
+    CK(cudaFree(dho));
+    free(w);
+    free(x);
+    free(h);
+    free(bias);
+    free(c);
+    free(len);
+    free(y);
+    free(ho);
+    free(cg);
+    free(pre);
+    free(hr);
+    free(cr);
+}
+
+static void test_fused(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 5;
+    static const int Bs[] = {1, 3, 16, 17, 32}, Hs[] = {20, 63, 100, 1024};
+    int n = 0;
+    for (int dti = 0; dti < 2; dti++)
+        for (int a = 0; a < 2; a++)
+            for (int bi = 0; bi < 5; bi++)
+                for (int hi = 0; hi < 4; hi++)
+                    for (int t = 0; t < 2; t++) {
+                        if (g_quick && (bi != 2 || hi != 1)) continue;
+                        check_fused((cu_dtype)dti, (rnnt_lstm_act)a, Bs[bi], Hs[hi], t, &seed);
+                        n++;
+                    }
+    printf("fused recurrent step: %d cases match the GEMM + CPU twin (masking, pads included)\n", n);
+}
+
 /* ------------------------------------------------------------------ encoder of a batch */
 
 /* Encoder test models (C++ has no designated initializers before C++20: built field by field). */
@@ -344,9 +561,9 @@ static void test_encoder(void **state)
             cu_weights w;
             RK(cu_weights_upload(m, dt, &w, err, errlen));
             /* (graphs, persistent recurrence): direct launches, graphs, graphs + persistent kernel (fp16) */
-            static const int cfgs[][2] = {{0, 0}, {1, 0}, {1, 1}};
-            for (int ci = 0; ci < 3; ci++) {
-                int graphs = cfgs[ci][0], persist = cfgs[ci][1];
+            static const int cfgs[][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {1, 0, 1}};
+            for (int ci = 0; ci < 4; ci++) {
+                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2];
                 if (persist && dt != CU_F16) continue;
                 if (g_quick && ci == 0) continue;
                 cu_encoder_params p;
@@ -355,6 +572,8 @@ static void test_encoder(void **state)
                 p.max_frames = maxT;
                 p.graphs = graphs;
                 p.persist = persist;
+                p.fused = fused;
+                p.fused = fused;
                 p.r_in = 64; /* several chunks even at these sizes */
                 cu_encoder *e;
                 RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
@@ -406,9 +625,10 @@ static void test_encoder(void **state)
                                      mc.name, dt_name(dt), persist, sub_idx[i], t);
                 }
                 if (persist && cu_encoder_persistent_layers(e) == 0) fail_msg("encoder: no layer took the persistent path");
-                printf("encoder %s %s graphs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
+                if (fused != cu_encoder_fused_steps(e)) fail_msg("encoder: fused steps %d, asked %d", cu_encoder_fused_steps(e), fused);
+                printf("encoder %s %s graphs=%d fused=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
                        "CPU; bitwise batch-invariant; %.1f MiB of buffers\n",
-                       mc.name, dt_name(dt), graphs, cu_encoder_persistent_layers(e), worst, worst_fp,
+                       mc.name, dt_name(dt), graphs, fused, cu_encoder_persistent_layers(e), worst, worst_fp,
                        cu_encoder_device_bytes(e) / 1048576.0);
                 free(f);
                 free(fp);
@@ -694,7 +914,7 @@ int main(void)
     printf("seed %llu\n", (unsigned long long)g_seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_joint),
-        cmocka_unit_test(test_pred), cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_encoder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
