@@ -37,7 +37,9 @@ rnnt_status cu_lstm_pointwise(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act ac
  * rows, bt = cu_step_fused_rows(max rows) (8, 16 or 32; 0 = not applicable). h_in / h_out [rows][hp] must
  * differ (other blocks still read h_{t-1}); c [rows][hp]; t == 0 reads no h_in (zero state). Rows with
  * t >= len[b] get y = 0 and keep their state. Same arithmetic for a row whatever else is in the launch,
- * but not the cuBLAS path's: a runner uses one of the two for all its batches. */
+ * but not the cuBLAS path's: a runner uses one of the two for all its batches.
+ * Status: correct but slower than the cuBLAS graph path (L2-latency-bound; kernels/dev/NOTES.md):
+ * opt-in with RNNT_CUDA_FUSED=1. */
 int cu_step_fused_rows(int rows);
 rnnt_status cu_lstm_step_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int bt, int nb, int H, int hp,
                                const void *w_hh, const void *h_in, void *h_out, const void *x, size_t ldx_b,
