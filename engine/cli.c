@@ -138,7 +138,7 @@ int main(int argc, char **argv)
                 continue;
             }
             names[nb] = argv[i];
-            in[nb] = (rnnt_input){arr[nb].data, arr[nb].rows};
+            in[nb] = (rnnt_input){arr[nb].data, arr[nb].rows, 1}; /* the .npy reader checked finiteness */
             audio_s += (double)arr[nb].rows * info->hop_length / info->sample_rate;
             nb++;
         }

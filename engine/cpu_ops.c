@@ -228,7 +228,7 @@ static void keep_layer(void *user, int layer, int utt, int T, int H, const float
 
 int rnnt_cpu_encode(const struct rnnt_model *m, const float *feats, int T, float *out, float *scratch, const float **layer_out)
 {
-    rnnt_input in = {feats, T};
+    rnnt_input in = {feats, T, 0};
     single_hook s = {layer_out};
     rnnt_cpu_encode_batch(m, 1, &in, &out, scratch, keep_layer, &s);
     return rnnt_model_encoder_frames(m, T);

@@ -39,7 +39,7 @@ static int warm_up(eng *e, rnnt_runner *r, char *err, size_t errlen)
         snprintf(err, errlen, "warm-up: out of memory");
         return -1;
     }
-    rnnt_input in = {zeros, frames};
+    rnnt_input in = {zeros, frames, 1};
     rnnt_result res = {0};
     rnnt_status st = rnnt_runner_decode(r, 1, &in, &res, NULL, err, errlen);
     rnnt_result_clear(&res);
@@ -143,6 +143,7 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
         eng_job *j = (eng_job *)jobs[i];
         in[i].features = j->features;
         in[i].frames = j->frames;
+        in[i].finite_checked = 1; /* body.c rejected non-finite values with 422 while parsing */
         frames += j->frames;
         if (j->frames > longest) longest = j->frames;
     }

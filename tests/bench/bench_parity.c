@@ -117,7 +117,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        in[n] = (rnnt_input){feats[n].data, feats[n].rows};
+        in[n] = (rnnt_input){feats[n].data, feats[n].rows, 1}; /* read by the .npy reader, which checks finiteness */
         ref[n] = strdup(tab + 1);
         if (feats[n].rows > max_frames) max_frames = feats[n].rows;
         n++;

@@ -35,7 +35,7 @@ static void check_model(const char *dir, uint64_t seed)
                 float u = 1.7f * tu_randu(&seed);
                 x[i][(size_t)t * F + f] = m->fe_mean ? m->fe_mean[f] + m->fe_std[f] * u : u;
             }
-        in[i] = (rnnt_input){x[i], T};
+        in[i] = (rnnt_input){x[i], T, 0};
     }
     rnnt_runner_params p = rnnt_runner_default_params();
     p.backend = RNNT_BACKEND_CPU;

@@ -26,8 +26,8 @@ static const char *cli(void)
 /* Runs a command, returns its exit status; stdout (and stderr, merged) into out. */
 static int run(const char *cmd, char *out, size_t n)
 {
-    char full[8192];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    char full[8200];
+    if (snprintf(full, sizeof full, "%s 2>&1", cmd) >= (int)sizeof full) fail_msg("command too long: %s", cmd);
     FILE *p = popen(full, "r");
     assert_non_null(p);
     size_t got = fread(out, 1, n - 1, p);

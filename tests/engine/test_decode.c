@@ -6,6 +6,7 @@
  * labels), and a joint with z_k = 10 x_k for every output k, minus 40 g = 2 (u + 1) for the two
  * labels. Outputs: 0, 1 labels; 2 big blank of 4 frames; 3 big blank of 2 frames; 4 blank.
  * A frame's features say which output it prefers; labels lose 2 points per label emitted so far. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -142,7 +143,7 @@ static void run_group(int max_symbols, int batched)
     rnnt_input in[8];
     rnnt_result res[8];
     memset(res, 0, sizeof res);
-    for (int i = 0; i < n; i++) in[i] = (rnnt_input){&scenarios[idx[i]].x[0][0], scenarios[idx[i]].T};
+    for (int i = 0; i < n; i++) in[i] = (rnnt_input){&scenarios[idx[i]].x[0][0], scenarios[idx[i]].T, 0};
     if (batched) {
         if (rnnt_runner_decode(r, n, in, res, NULL, err, sizeof err)) fail_msg("%s", err);
     } else
@@ -179,7 +180,7 @@ static void test_numeric_failure_is_per_utterance(void **state)
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
     float bad[2][5] = {{1, 0, 0, 0, 1}, BLANK};
-    rnnt_input in[2] = {{&scenarios[3].x[0][0], 3}, {&bad[0][0], 2}};
+    rnnt_input in[2] = {{&scenarios[3].x[0][0], 3, 0}, {&bad[0][0], 2, 0}};
     rnnt_result res[2];
     memset(res, 0, sizeof res);
     if (rnnt_runner_decode(r, 2, in, res, NULL, err, sizeof err)) fail_msg("%s", err);
@@ -208,7 +209,7 @@ static void test_runner_rejects_bad_input(void **state)
     float x[5][5] = {{0}};
     rnnt_result res[3];
     memset(res, 0, sizeof res);
-    rnnt_input in[3] = {{&x[0][0], 5}, {&x[0][0], 1}, {&x[0][0], 1}};
+    rnnt_input in[3] = {{&x[0][0], 5, 0}, {&x[0][0], 1, 0}, {&x[0][0], 1, 0}};
     assert_int_equal(rnnt_runner_decode(r, 1, in, res, NULL, err, sizeof err), RNNT_ERR_TOO_LARGE);
     assert_non_null(strstr(err, "5 frames, the runner takes at most 4"));
     assert_int_equal(rnnt_runner_decode(r, 3, in + 1, res, NULL, err, sizeof err), RNNT_ERR_TOO_LARGE);
@@ -216,10 +217,43 @@ static void test_runner_rejects_bad_input(void **state)
     x[0][3] = NAN;
     assert_int_equal(rnnt_runner_decode(r, 1, in + 1, res, NULL, err, sizeof err), RNNT_ERR_INVALID);
     assert_non_null(strstr(err, "non-finite feature at frame 0, feature 3"));
-    rnnt_input neg = {&x[0][0], -1}, none = {NULL, 2};
+    rnnt_input neg = {&x[0][0], -1, 0}, none = {NULL, 2, 0};
     assert_int_equal(rnnt_runner_decode(r, 1, &neg, res, NULL, err, sizeof err), RNNT_ERR_INVALID);
     assert_int_equal(rnnt_runner_decode(r, 1, &none, res, NULL, err, sizeof err), RNNT_ERR_INVALID);
     rnnt_runner_free(r);
+
+    /* non-finite values deep in a long utterance (past the first scan block): the first one is named;
+     * the largest finite float and subnormals pass */
+    p.max_frames = 1000;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    float *big = calloc(1000 * 5, sizeof *big);
+    assert_non_null(big);
+    big[10] = FLT_MAX;
+    big[11] = -FLT_MAX;
+    big[12] = FLT_MIN / 4;
+    rnnt_input lng = {big, 1000, 0};
+    assert_int_equal(rnnt_runner_decode(r, 1, &lng, res, NULL, err, sizeof err), RNNT_OK);
+    rnnt_result_clear(&res[0]);
+    big[777 * 5 + 2] = -INFINITY;
+    big[901 * 5 + 4] = NAN;
+    assert_int_equal(rnnt_runner_decode(r, 1, &lng, res, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "non-finite feature at frame 777, feature 2"));
+    big[777 * 5 + 2] = 0;
+    assert_int_equal(rnnt_runner_decode(r, 1, &lng, res, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "non-finite feature at frame 901, feature 4"));
+    big[901 * 5 + 4] = 0;
+    big[999 * 5 + 4] = INFINITY; /* the very last value */
+    assert_int_equal(rnnt_runner_decode(r, 1, &lng, res, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "non-finite feature at frame 999, feature 4"));
+    /* a caller that vouches for its input skips the scan: the batch runs, and whatever the NaN does
+     * downstream is reported per utterance, never as a crash */
+    lng.finite_checked = 1;
+    assert_int_equal(rnnt_runner_decode(r, 1, &lng, res, NULL, err, sizeof err), RNNT_OK);
+    assert_true(res[0].status == RNNT_OK || res[0].status == RNNT_ERR_NUMERIC);
+    rnnt_result_clear(&res[0]);
+    free(big);
+    rnnt_runner_free(r);
+    p.max_frames = 4;
 
     p.max_batch = 0;
     assert_int_equal(rnnt_runner_create(m, &p, &r, err, sizeof err), RNNT_ERR_INVALID);

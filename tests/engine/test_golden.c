@@ -75,7 +75,7 @@ static int check_case(const char *dir)
         snprintf(name, sizeof name, "utt%d.features", b);
         feats[b] = get_f32(&g, name, &T, &F);
         assert_int_equal(F, m->feature_dim);
-        in[b] = (rnnt_input){feats[b], (int)T};
+        in[b] = (rnnt_input){feats[b], (int)T, 0};
         int Tenc = rnnt_model_encoder_frames(m, (int)T);
 
         /* frontend */

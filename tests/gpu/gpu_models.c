@@ -170,7 +170,7 @@ static double label_share(const char *dir, uint64_t seed)
     for (int u = 0; u < 12; u++) {
         int T = 40 + (int)(tu_rand_next(&seed) % 160);
         float *x = gm_features(T, m->feature_dim, m->fe_mean, m->fe_std, &seed);
-        rnnt_input in = {x, T};
+        rnnt_input in = {x, T, 0};
         rnnt_result res;
         memset(&res, 0, sizeof res);
         if (rnnt_runner_decode(r, 1, &in, &res, NULL, err, sizeof err)) fail_msg("%s", err);

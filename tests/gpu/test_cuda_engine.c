@@ -51,7 +51,7 @@ static void make_utts(const rnnt_model *m, int max_t, uint64_t *seed, utts *u)
     for (int i = 0; i < u->n; i++) {
         int T = i == 0 ? 0 : i == 1 ? 1 : i == 2 ? max_t : (int)(tu_rand_next(seed) % (uint64_t)(max_t + 1));
         u->x[i] = gm_features(T, m->feature_dim, m->fe_mean, m->fe_std, seed);
-        u->in[i] = (rnnt_input){u->x[i], T};
+        u->in[i] = (rnnt_input){u->x[i], T, 0};
         if (T > u->max_frames) u->max_frames = T;
     }
 }
@@ -309,7 +309,7 @@ static void check_golden_tokens(const char *dir)
         assert_non_null(t);
         float *x = malloc((size_t)(t->numel + 1) * sizeof(float));
         if (rnnt_st_read_f32(&g, t, x, err, sizeof err)) fail_msg("%s", err);
-        rnnt_input in = {x, (int)t->shape[0]};
+        rnnt_input in = {x, (int)t->shape[0], 0};
         snprintf(name, sizeof name, "utt%d.tokens", b);
         const rnnt_st_tensor *tt = rnnt_st_find(&g, name);
         snprintf(name, sizeof name, "utt%d.frames", b);
@@ -472,7 +472,7 @@ static void test_errors(void **state)
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
     uint64_t seed = g_seed + 78;
     float *x = gm_features(51, m->feature_dim, m->fe_mean, m->fe_std, &seed);
-    rnnt_input in[3] = {{x, 10}, {x, 20}, {x, 30}};
+    rnnt_input in[3] = {{x, 10, 0}, {x, 20, 0}, {x, 30, 0}};
     rnnt_result res[3];
     memset(res, 0, sizeof res);
     assert_int_equal(rnnt_runner_decode(r, 3, in, res, NULL, err, sizeof err), RNNT_ERR_TOO_LARGE);
