@@ -80,6 +80,8 @@ static void usage(FILE *f)
             "  -l, --listen ADDR    override server.listen (default 127.0.0.1)\n"
             "  -p, --port N         override server.port (0 = any free port, logged at start)\n"
             "  -m, --model DIR      override model.path\n"
+            "  -b, --backend NAME   override model.backend (auto | cpu | cuda)\n"
+            "      --precision P    override model.precision (fp16 | fp32)\n"
             "      --check-config   check the configuration (and token file), print OK, exit\n"
             "      --print-config   print the effective configuration as YAML, exit\n"
             "  -V, --version        print the version, exit\n"
@@ -248,18 +250,21 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'},  {"listen", required_argument, 0, 'l'},
         {"port", required_argument, 0, 'p'},    {"model", required_argument, 0, 'm'},
+        {"backend", required_argument, 0, 'b'}, {"precision", required_argument, 0, 'R'},
         {"check-config", no_argument, 0, 'C'},  {"print-config", no_argument, 0, 'P'},
         {"version", no_argument, 0, 'V'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     int o;
-    while ((o = getopt_long(argc, argv, "c:l:p:m:Vh", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "c:l:p:m:b:Vh", opts, NULL)) != -1) {
         const char *key = NULL;
         switch (o) {
         case 'c': cl.config_path = optarg; break;
         case 'l': key = "server.listen"; break;
         case 'p': key = "server.port"; break;
         case 'm': key = "model.path"; break;
+        case 'b': key = "model.backend"; break;
+        case 'R': key = "model.precision"; break;
         case 'C': check = 1; break;
         case 'P': print = 1; break;
         case 'V': printf("rnntd %s\n", RNNT_VERSION); return 0;

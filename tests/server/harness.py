@@ -8,6 +8,9 @@ Environment (set by tests/server/CMakeLists.txt):
   RNNTD_RELOAD_FROM, RNNTD_RELOAD_TO  two models with the same feature width (reload tests)
   RNNTD_GOLDEN  tests/data/golden (expected tokens from the PyTorch reference)
   RNNTD_CONF    conf/rnntd.yaml
+  RNNTD_TEST_BACKEND, RNNTD_TEST_PRECISION  backend (default cpu) and precision every daemon is
+                started with (--backend/--precision); cuda + fp32 on a GPU machine runs the whole
+                suite against the CUDA backend (transcripts must still equal the CPU CLI's)
 """
 import array
 import ast
@@ -34,6 +37,8 @@ RELOAD_FROM = os.environ.get("RNNTD_RELOAD_FROM", "")
 RELOAD_TO = os.environ.get("RNNTD_RELOAD_TO", "")
 GOLDEN = os.environ.get("RNNTD_GOLDEN", "")  # tests/data/golden
 CONF = os.environ.get("RNNTD_CONF", "")
+BACKEND = os.environ.get("RNNTD_TEST_BACKEND", "cpu")
+PRECISION = os.environ.get("RNNTD_TEST_PRECISION", "")
 # Under a sanitizer everything is slower; tests scale their time limits by this.
 SLOW = float(os.environ.get("RNNTD_TEST_SLOW", "1"))
 
@@ -139,6 +144,7 @@ class Daemon:
         cmd = [BIN, "--config", self.conf, "--listen", "127.0.0.1", "--port", str(port)]
         if self.model:
             cmd += ["--model", self.model]
+        cmd += ["--backend", BACKEND] + (["--precision", PRECISION] if PRECISION else [])
         cmd += list(args)
         e = dict(os.environ)
         e.pop("NOTIFY_SOCKET", None)

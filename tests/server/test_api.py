@@ -8,7 +8,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (GOLDEN, MODEL, SLOW, read_safetensors, Daemon, DaemonTest, cli_transcripts, json_body, model_info, npy_bytes, readb,
+from harness import (BACKEND, GOLDEN, MODEL, SLOW, read_safetensors, Daemon, DaemonTest, cli_transcripts, json_body, model_info, npy_bytes, readb,
                      random_features, read_npy, sample_files, split_response)
 
 
@@ -68,7 +68,7 @@ class Api(DaemonTest):
             self.assertIn(k, doc)
         self.assertEqual(doc["status"], "ok")
         self.assertTrue(doc["ready"])
-        self.assertEqual(doc["backend"], "cpu")
+        self.assertEqual(doc["backend"], BACKEND)
         self.assertEqual(doc["model"]["name"], self.info["name"])
         self.assertEqual(doc["model"]["feature_dim"], self.dim)
         self.assertEqual(set(doc["requests"].keys()), {"ok", "failed", "in_flight"})

@@ -81,6 +81,14 @@ class ConfigAndFlags(unittest.TestCase):
         self.assertIn("  port: 4321\n", r.stdout)
         self.assertIn('  path: "/b"\n', r.stdout)
         self.assertIn('  listen: "::1"\n', r.stdout)
+        p = self.write("b.yaml", "model:\n  backend: cuda\n  precision: fp16\n")
+        r = run(["--config", p, "--backend", "cpu", "--precision", "fp32", "--print-config"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("  backend: cpu\n", r.stdout)
+        self.assertIn("  precision: fp32\n", r.stdout)
+        r = run(["-b", "tpu", "--check-config"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('model.backend: "tpu" is not one of auto | cpu | cuda', r.stderr)
         p = self.write("t.yaml", 'server:\n  auth_token_file: "%s/none"\n' % self.tmp)
         r = run(["--config", p, "--check-config"])
         self.assertEqual(r.returncode, 2)
@@ -116,7 +124,7 @@ class Loading(unittest.TestCase):
         mdir = os.path.join(tmp, "model")
         os.mkdir(mdir)
         for f in ("weights.safetensors", "tokens.txt"):
-            os.symlink(os.path.join(MODEL, f), os.path.join(mdir, f))
+            os.symlink(os.path.join(os.path.abspath(MODEL), f), os.path.join(mdir, f))
         fifo = os.path.join(mdir, "model.yaml")
         os.mkfifo(fifo)
         with open(os.path.join(MODEL, "model.yaml"), "rb") as f:

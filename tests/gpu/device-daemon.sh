@@ -1,0 +1,144 @@
+#!/bin/bash
+# On the GPU machine, from the repository root, after tests/gpu/stage-daemon.sh here and a `run` carrying
+# .gpu/daemon: rnntd serving from the GPU.
+#   1. the CLI on the shipped model's samples: CUDA fp32 and fp16 against the CPU on the same machine;
+#   2. the daemon's HTTP integration suites (tests/server/test_{api,batching,hostile,lifecycle}.py) with
+#      every daemon started with --backend cuda --precision fp32 (transcripts are compared with the CPU
+#      CLI's, so they must be token-exact);
+#   3. rnntd --backend cuda (fp16, max_batch 256) on the shipped model: the samples over HTTP, then
+#      tests/bench/loadgen.py at 1 client and at P processes x C clients of 10 s utterances, and the
+#      same load against --backend cpu on this machine's cores for comparison.
+# Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of cli,suite,load,cpuload
+set -u
+steps=${1:-cli,suite,load,cpuload}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+has() { [[ ",$steps," == *",$1,"* ]]; }
+log() { echo "== $* ($(date +%T))"; }
+budget=${BUDGET_S:-560}
+tmo() { local left=$((budget - SECONDS)); [ $left -lt 5 ] && left=5; echo $(( $1 < left ? $1 : left )); }
+
+mkdir -p /tmp/dd && tar -C /tmp/dd -xJf .gpu/daemon/pack.tar.xz
+B=/tmp/dd/bin
+libdirs=/tmp/dd/lib
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d $d ] && libdirs=$libdirs:$d; done
+for m in cublas cuda_runtime; do
+  d=$(python3 -c "import nvidia.$m as x; print(list(x.__path__)[0] + '/lib')" 2>/dev/null) && [ -d "$d" ] && libdirs=$libdirs:$d
+done
+export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
+for b in $B/*; do ldd $b | grep -i "not found"; done
+M=models/en-char-small
+G=$PWD/tests/data/golden
+
+if has cli; then
+  log "rnnt-transcribe on $M/samples: cpu vs cuda fp32 vs cuda fp16"
+  for mode in "cpu fp32" "cuda fp32" "cuda fp16"; do
+    set -- $mode
+    timeout $(tmo 60) $B/rnnt-transcribe --model $M --backend $1 --precision $2 --batch 4 $M/samples/*.npy > /tmp/dd/cli.txt 2>&1
+    echo "$1 $2: exit $? $(md5sum < /tmp/dd/cli.txt | cut -c1-8)"
+    { echo "== $1 $2"; cat /tmp/dd/cli.txt; } >> "$OUT/cli.txt"
+  done
+  tail -4 /tmp/dd/cli.txt
+fi
+
+if has suite; then
+  export RNNTD_BIN=$B/rnntd RNNT_CLI=$B/rnnt-transcribe RNNTD_MODEL=$G/hard_bb RNNTD_RELOAD_FROM=$G/hard_f16 \
+         RNNTD_RELOAD_TO=$G/soft_bf16 RNNTD_GOLDEN=$G RNNTD_CONF=conf/rnntd.yaml PYTHONDONTWRITEBYTECODE=1 \
+         RNNTD_TEST_BACKEND=cuda RNNTD_TEST_PRECISION=fp32
+  for t in ${SUITES:-api batching hostile lifecycle}; do
+    log "HTTP suite $t against --backend cuda --precision fp32"
+    timeout $(tmo 150) python3 tests/server/test_$t.py -v > /tmp/dd/suite.log 2>&1
+    rc=$?; echo "exit $rc"; grep -E "^Ran |^OK|FAILED|^FAIL:|^ERROR:" /tmp/dd/suite.log
+    [ $rc = 0 ] || grep -v -E " \.\.\. ok$" /tmp/dd/suite.log | tail -40
+    { echo "== $t"; cat /tmp/dd/suite.log; } >> "$OUT/suite.log"
+  done
+  unset RNNTD_TEST_BACKEND RNNTD_TEST_PRECISION
+fi
+
+# start_daemon BACKEND CONFIG_TEXT: starts rnntd on the shipped model, sets PID and PORT
+start_daemon() {
+  printf '%s\n' "$2" > /tmp/dd/rnntd.yaml
+  $B/rnntd --config /tmp/dd/rnntd.yaml --model $M --backend $1 --port 0 2> "$OUT/rnntd-$1.log" &
+  PID=$!; PORT=""
+  for _ in $(seq 600); do
+    grep -q 'msg=ready' "$OUT/rnntd-$1.log" && { PORT=$(sed -n 's/.*msg=listening .*port=\([0-9]*\).*/\1/p' "$OUT/rnntd-$1.log"); break; }
+    kill -0 $PID 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -E "msg=(ready|listening)" "$OUT/rnntd-$1.log" | cut -c1-300
+  [ -n "$PORT" ]
+}
+stop_daemon() {
+  kill -TERM $PID; wait $PID; echo "rnntd exit $?"
+  grep -c "level=error" "$OUT/rnntd-$1.log" | sed 's/^/error lines: /'
+}
+# load NAME PROCS CLIENTS SECONDS [FILE.npy...]: P loadgen processes of C clients each; the files, or
+# random 10 s utterances (lengths 5-15 s)
+load() {
+  local name=$1 procs=$2 clients=$3 secs=$4; shift 4
+  log "load $name: $procs processes x $clients clients, $secs s, ${*:-random 10 s utterances}"
+  local src="--frames 1000 --utterances 16"; [ $# -gt 0 ] && src="$*"
+  rm -f /tmp/dd/load-*.json
+  for p in $(seq $procs); do
+    timeout $(tmo $(( secs + 60 ))) python3 tests/bench/loadgen.py --url http://127.0.0.1:$PORT $src \
+      --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json > /tmp/dd/load-$p.json 2>&1 &
+  done
+  wait $(jobs -p | grep -v "^$PID$") 2>/dev/null
+  for f in /tmp/dd/load-*.json; do echo "$name $(tail -1 $f)"; done >> "$OUT/load.jsonl"
+  python3 - /tmp/dd/load-*.json <<'PY'
+import json, sys
+reps = [json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:]]
+ok = sum(r["requests_ok"] for r in reps); rps = sum(r["requests_per_s"] for r in reps)
+aud = sum(r["audio_s_per_s"] for r in reps)
+print("  %s on %s: %d ok, statuses %s, conn errors %d" % (reps[0]["backend"], reps[0]["device"], ok,
+      [r["statuses"] for r in reps], sum(r["connection_errors"] for r in reps)))
+print("  throughput %.1f requests/s, %.0f audio s/s (RTFx); latency ms p50 %s p90 %s p99 %s (per process)" % (rps, aud,
+      [r["latency_ms"]["p50"] for r in reps], [r["latency_ms"]["p90"] for r in reps], [r["latency_ms"]["p99"] for r in reps]))
+print("  server: mean batch %s, RTF %s, padding %s" % ([r["server"]["mean_batch_size"] for r in reps][0],
+      reps[0]["server"]["real_time_factor"], reps[0]["server"]["padding_share"]))
+PY
+}
+GPU_CONF='server:
+  http_threads: 8
+  max_connections: 1024
+batching:
+  max_batch: 256
+  max_delay_us: 10000
+  max_queue: 4096
+log:
+  requests: false'
+
+if has load; then
+  log "rnntd --backend cuda on $M"
+  if start_daemon cuda "$GPU_CONF"; then
+    for s in $M/samples/*.npy; do
+      python3 - "$PORT" "$s" <<'PY'
+import http.client, json, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+c.request("POST", "/v1/transcribe", body=open(sys.argv[2], "rb").read(), headers={"Content-Type": "application/x-npy"})
+r = c.getresponse(); d = json.loads(r.read())
+print(r.status, sys.argv[2].split("/")[-1], repr(d.get("text")), "compute_ms=%s" % d.get("timings_ms", d.get("timings")))
+PY
+    done
+    load gpu-1 1 1 10
+    load gpu-256 4 64 20
+    load gpu-512 8 64 20
+    load gpu-real-512 8 64 20 $M/samples/*.npy
+    python3 -c "import json,urllib.request as u; h=json.load(u.urlopen('http://127.0.0.1:$PORT/health')); print('  health:', h['status'], h['backend'], h['device'], h['requests'], 'batches', h['batches'], 'mean batch', h['mean_batch_size'], 'RTF', h['real_time_factor'])"
+    stop_daemon cuda
+  else
+    tail -20 "$OUT/rnntd-cuda.log"
+  fi
+fi
+
+if has cpuload; then
+  log "rnntd --backend cpu on $M ($(nproc) cores), same load"
+  if start_daemon cpu "$(printf '%s\n' "$GPU_CONF" | sed "s/max_batch: 256/max_batch: 4/")"; then
+    load cpu-64 2 32 20
+    load cpu-real-64 2 32 15 $M/samples/*.npy
+    stop_daemon cpu
+  else
+    tail -20 "$OUT/rnntd-cpu.log"
+  fi
+fi
+log done

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Build rnntd and rnnt-transcribe with CUDA (sm_90) and stage them with the shared libraries the GPU
+# machine lacks into .gpu/daemon/ (ignored by git), for `run` with carry [".gpu/daemon"] and
+# tests/gpu/device-daemon.sh there. A build folder of its own, so it never races stage-device.sh.
+#   tests/gpu/stage-daemon.sh [BUILD_DIR]     (default build-cuda-daemon)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-cuda-daemon}
+dest=.gpu/daemon
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTD_WERROR=ON >/dev/null
+cmake --build "$build" -j2 --target rnntd rnnt-transcribe
+rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
+bins="$build/server/rnntd $build/engine/rnnt-transcribe"
+cp $bins "$dest/bin/"
+/work/shared/gpu/stage-libs.sh $bins "$dest/lib"
+strip --strip-debug "$dest"/bin/* "$dest"/lib/*
+tar -C "$dest" -cJf "$dest/pack.tar.xz" bin lib   # the trip is limited to 64 MiB
+rm -rf "$dest/bin" "$dest/lib"
+du -sh "$dest"
