@@ -7,8 +7,12 @@
 #      CLI's, so they must be token-exact);
 #   3. rnntd --backend cuda (fp16, max_batch 256) on the shipped model: the samples over HTTP, then
 #      tests/bench/loadgen.py at 1 client and at P processes x C clients of 10 s utterances, and the
-#      same load against --backend cpu on this machine's cores for comparison.
-# Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of cli,suite,load,cpuload
+#      same load against --backend cpu on this machine's cores for comparison (load2: the GPU daemon
+#      with 2 workers, so one batch's host work overlaps the other's GPU work);
+#   4. engine: bench_engine on a random MLPerf-shaped model (host time after the runner's input check);
+#   5. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1).
+# Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of
+#   cli,suite,load,load2,cpuload,engine,racecheck (default cli,suite,load,cpuload)
 set -u
 steps=${1:-cli,suite,load,cpuload}
 OUT=${OUT:-/tmp/out}
@@ -131,6 +135,17 @@ PY
   fi
 fi
 
+if has load2; then
+  log "rnntd --backend cuda on $M, 2 workers"
+  if start_daemon cuda "$(printf '%s\n' "$GPU_CONF" | sed "s/  max_batch: 256/  workers: 2\n  max_batch: 256/")"; then
+    load gpu2w-512 8 64 20
+    load gpu2w-real-512 8 64 20 $M/samples/*.npy
+    stop_daemon cuda
+  else
+    tail -20 "$OUT/rnntd-cuda.log"
+  fi
+fi
+
 if has cpuload; then
   log "rnntd --backend cpu on $M ($(nproc) cores), same load"
   if start_daemon cpu "$(printf '%s\n' "$GPU_CONF" | sed "s/max_batch: 256/max_batch: 4/")"; then
@@ -140,5 +155,19 @@ if has cpuload; then
   else
     tail -20 "$OUT/rnntd-cpu.log"
   fi
+fi
+if has engine; then
+  log "random MLPerf-shaped model"
+  (cd models && timeout $(tmo 240) python3 -m rnntd_ref.random_model --preset mlperf --seed 1 --out /tmp/mlperf) 2>&1 | tail -2
+  log "bench_engine /tmp/mlperf --batches 1,32,256 --seconds 10 --reps 5"
+  timeout $(tmo 150) $B/bench_engine /tmp/mlperf --batches 1,32,256 --seconds 10 --reps 5 > "$OUT/bench_engine.log" 2>&1
+  echo "exit $?"; sed -n 1,8p "$OUT/bench_engine.log"
+fi
+
+if has racecheck; then
+  log "compute-sanitizer --tool racecheck test_cuda_engine (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=0 OPENBLAS_NUM_THREADS=1)"
+  RNNT_TEST_DATA=$PWD/tests/data OPENBLAS_NUM_THREADS=1 RNNT_CUDA_MAPPED=0 RNNT_TEST_QUICK=1 \
+    timeout $(tmo 400) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine > "$OUT/racecheck.log" 2>&1
+  echo "exit $?"; grep -E "^\[ *(OK|FAILED|PASSED) |RACECHECK SUMMARY|ERROR" "$OUT/racecheck.log" | head -20; tail -3 "$OUT/racecheck.log"
 fi
 log done

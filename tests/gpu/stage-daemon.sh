@@ -1,5 +1,5 @@
 #!/bin/bash
-# Build rnntd and rnnt-transcribe with CUDA (sm_90) and stage them with the shared libraries the GPU
+# Build rnntd, rnnt-transcribe, bench_engine and test_cuda_engine with CUDA (sm_90) and stage them with the shared libraries the GPU
 # machine lacks into .gpu/daemon/ (ignored by git), for `run` with carry [".gpu/daemon"] and
 # tests/gpu/device-daemon.sh there. A build folder of its own, so it never races stage-device.sh.
 #   tests/gpu/stage-daemon.sh [BUILD_DIR]     (default build-cuda-daemon)
@@ -8,9 +8,9 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-cuda-daemon}
 dest=.gpu/daemon
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTD_WERROR=ON >/dev/null
-cmake --build "$build" -j2 --target rnntd rnnt-transcribe
+cmake --build "$build" -j2 --target rnntd rnnt-transcribe bench_engine test_cuda_engine
 rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
-bins="$build/server/rnntd $build/engine/rnnt-transcribe"
+bins="$build/server/rnntd $build/engine/rnnt-transcribe $build/tests/bench/bench_engine $build/tests/gpu/test_cuda_engine"
 cp $bins "$dest/bin/"
 /work/shared/gpu/stage-libs.sh $bins "$dest/lib"
 strip --strip-debug "$dest"/bin/* "$dest"/lib/*
