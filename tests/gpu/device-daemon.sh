@@ -135,27 +135,29 @@ PY
   fi
 fi
 
+# serve_loads BACKEND CONFIG "LOAD ARGS"...: one daemon, several loads against it
+serve_loads() {
+  local backend=$1 conf=$2; shift 2
+  if start_daemon $backend "$conf"; then
+    for spec in "$@"; do load $spec; done   # unquoted: the spec's words (and globs) are load's arguments
+    stop_daemon $backend
+  else
+    tail -20 "$OUT/rnntd-$backend.log"
+  fi
+}
+
 if has load2; then
   log "rnntd --backend cuda on $M, 2 workers"
-  if start_daemon cuda "$(printf '%s\n' "$GPU_CONF" | sed "s/  max_batch: 256/  workers: 2\n  max_batch: 256/")"; then
-    load gpu2w-512 8 64 20
-    load gpu2w-real-512 8 64 20 $M/samples/*.npy
-    stop_daemon cuda
-  else
-    tail -20 "$OUT/rnntd-cuda.log"
-  fi
+  serve_loads cuda "$(printf '%s\n' "$GPU_CONF" | sed "s/  max_batch: 256/  workers: 2\n  max_batch: 256/")" \
+    "gpu2w-512 8 64 20" "gpu2w-real-512 8 64 20 $M/samples/*.npy"
 fi
 
 if has cpuload; then
   log "rnntd --backend cpu on $M ($(nproc) cores), same load"
-  if start_daemon cpu "$(printf '%s\n' "$GPU_CONF" | sed "s/max_batch: 256/max_batch: 4/")"; then
-    load cpu-64 2 32 20
-    load cpu-real-64 2 32 15 $M/samples/*.npy
-    stop_daemon cpu
-  else
-    tail -20 "$OUT/rnntd-cpu.log"
-  fi
+  serve_loads cpu "$(printf '%s\n' "$GPU_CONF" | sed "s/max_batch: 256/max_batch: 4/")" \
+    "cpu-64 2 32 20" "cpu-real-64 2 32 15 $M/samples/*.npy"
 fi
+
 if has engine; then
   log "random MLPerf-shaped model"
   (cd models && timeout $(tmo 240) python3 -m rnntd_ref.random_model --preset mlperf --seed 1 --out /tmp/mlperf) 2>&1 | tail -2
