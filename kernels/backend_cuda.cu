@@ -7,8 +7,9 @@
  *
  * Knobs for benchmarks and debugging (environment, read at create):
  *   RNNT_CUDA_GRAPHS=0       launch the encoder's kernels directly instead of replaying graphs
- *   RNNT_CUDA_PERSIST=1      use the (experimental) persistent recurrence kernel (cu_persist.h) for
- *                            fp16 runners of max_batch <= 64
+ *   RNNT_CUDA_PERSIST=0|1    the persistent recurrence kernel (cu_persist.h) off, or on for every fp16
+ *                            runner of max_batch <= 64 (default: on for fp16 runners of max_batch <= 64,
+ *                            where it measured faster; see cu_encoder.h)
  *   RNNT_CUDA_FUSED=1        one fused kernel per recurrent step (cu_lstm_step_fused) for runners of
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
@@ -109,7 +110,7 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *g = getenv("RNNT_CUDA_GRAPHS");
     ep.graphs = !(g && strcmp(g, "0") == 0);
     const char *pe = getenv("RNNT_CUDA_PERSIST");
-    ep.persist = pe && strcmp(pe, "1") == 0; /* experimental, off by default: see cu_persist.h */
+    ep.persist = !pe ? 0 : strcmp(pe, "1") == 0 ? 1 : strcmp(pe, "0") == 0 ? -1 : 0; /* 0: by max_batch */
     const char *fu = getenv("RNNT_CUDA_FUSED");
     ep.fused = fu && strcmp(fu, "1") == 0;
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));

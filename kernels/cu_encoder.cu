@@ -26,7 +26,8 @@ struct cu_encoder {
     int *tmax;            /* [n_enc + 1] steps of each layer at tcap; tmax[n_enc] = encoder frames */
     char *persist;        /* [n_enc] layer runs its recurrence as a persistent kernel */
     int n_persist;
-    void *hbuf;           /* persistent kernels' h double buffer */
+    void *hbuf;           /* persistent kernels' scratch (h buffers, control words; zeroed at create) */
+    size_t hbuf_bytes;
     int fused_bt;         /* rows of the fused step kernel, 0 = cuBLAS + cell kernel */
     void *hs2;            /* the fused steps' second h buffer */
     /* device */
@@ -122,11 +123,17 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     }
     size_t rec_rows = cu_round_up(B, (size_t)e->r_rec);
     if (p->fused) e->fused_bt = cu_step_fused_rows(e->bcap);
-    if (p->persist && w->dt == CU_F16 && e->bcap <= CU_PERSIST_MAX_B)
+    /* The recurrence path is fixed per runner by max_batch (so an utterance's arithmetic never depends on
+     * its batch): the persistent kernel for fp16 runners of up to CU_PERSIST_AUTO_MAX_B utterances, where
+     * it measured faster than the per-step graph path on the H100 (kernels/dev/NOTES.md), unless
+     * p->persist says otherwise (1 on wherever it fits, -1 off); the fused step kernel, asked for, wins. */
+    int want_persist = p->persist > 0 || (p->persist == 0 && !p->fused && e->bcap <= CU_PERSIST_AUTO_MAX_B);
+    if (want_persist && w->dt == CU_F16 && e->bcap <= CU_PERSIST_MAX_B)
         for (int l = 0; l < w->n_enc; l++) {
             e->persist[l] = (char)cu_persist_fits(w->enc[l].hidden, e->bcap, NULL);
             e->n_persist += e->persist[l];
         }
+    size_t hb_bytes = e->n_persist ? cu_persist_scratch_bytes(e->bcap, hpmax) : 0;
     size_t fp_el = cu_round_up(B * e->tmax[w->n_enc], rin) * (size_t)w->jp;
     e->meta_ints = 1 + B * (3 + (size_t)w->n_enc);
     size_t raw_el = (size_t)p->max_batch * p->max_frames * w->F;
@@ -148,7 +155,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     TAKE(o_hproj, rec_rows * g4max * 4);
     TAKE(o_c, B * hpmax * 4);
     TAKE(o_fp, fp_el * 4);
-    TAKE(o_hb, e->n_persist ? 2 * cu_round_up(B, 16) * hpmax * 2 : 0);
+    TAKE(o_hb, hb_bytes);
     size_t o_hs2;
     TAKE(o_hs2, e->fused_bt ? rec_rows * hpmax * esz : 0);
 #undef TAKE
@@ -175,6 +182,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->c = (float *)(a + o_c);
     e->fproj = (float *)(a + o_fp);
     e->hbuf = a + o_hb;
+    e->hbuf_bytes = hb_bytes;
     e->hs2 = a + o_hs2;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
     *out = e;
@@ -261,7 +269,7 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
         if (e->persist[l]) {
             RNNT_TRY(cu_lstm_persist(e->s, w->act, nb, T, H, L->hp, L->g4, (const __half *)L->w_hh, L->bias,
                                      (const __half *)e->xproj, (size_t)T * L->g4, len, (__half *)y, (size_t)T * L->hp,
-                                     (__half *)e->hbuf, err, errlen));
+                                     e->hbuf, e->hbuf_bytes, CU_PERSIST_SYNC_AUTO, err, errlen));
             in = y;
             T /= L->time_stack;
             continue;

@@ -21,9 +21,10 @@ typedef struct {
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */
     int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */
-    int persist;     /* 1: fp16 layers whose recurrence fits run it as one persistent kernel
-                        (cu_persist.h) when max_batch <= CU_PERSIST_MAX_B; 0: per-step GEMMs always.
-                        Fixed per encoder, so every batch of a runner takes the same path. */
+    int persist;     /* fp16 layers whose recurrence fits run it as one persistent kernel (cu_persist.h):
+                        0 (default) when max_batch <= CU_PERSIST_AUTO_MAX_B and fused is off; 1 whenever
+                        max_batch <= CU_PERSIST_MAX_B; -1 never (per-step GEMMs). Fixed per encoder, so
+                        every batch of a runner takes the same path. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
 } cu_encoder_params;

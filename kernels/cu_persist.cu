@@ -1,40 +1,31 @@
-/* cu_persist.cu — persistent tensor-core LSTM recurrence (see cu_persist.h). */
+/* cu_persist.cu — persistent tensor-core LSTM recurrence with register-resident W_hh (see cu_persist.h). */
 #include "cu_persist.h"
 
+#include <stdint.h>
 #include <string.h>
-
-#include <cooperative_groups.h>
-#include <mma.h>
-
-namespace cg = cooperative_groups;
-using namespace nvcuda;
 
 namespace {
 
 constexpr int U = CU_PERSIST_U;
-constexpr int ROWS = 4 * U;      /* gate rows per block: i f g o of U units */
-constexpr int MT = ROWS / 16;    /* m-tiles */
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
-constexpr int KQ = WARPS / MT;   /* the K range is split over this many warps per m-tile */
-constexpr int NT_MAX = CU_PERSIST_MAX_B / 16;
-static_assert(ROWS % 16 == 0 && WARPS % MT == 0, "tile split");
+constexpr int RS = 36; /* floats per (warp, column) row of the partial sums: 32 gate rows + pad (no bank conflicts) */
+constexpr size_t CTL_BYTES = 256;
+constexpr int TAGGED_ROWS = 16; /* the tagged mode runs up to two n-tiles */
+static_assert(4 * U == 32, "a block's gate rows are one warp's lanes");
 
-struct layout_t {
-    size_t ws, hs, part, total;
+struct prm {
+    int nb, T, H, hp, g4;
+    size_t ldx_b, ldy_b;
+    const __half *w;
+    const float *bias;
+    const __half *x;
+    const int *len;
+    __half *y;
+    unsigned *ctl;        /* [0] arrival counter, [1] blocks done, [2] tag generation */
+    __half *hb;           /* counter mode: h double buffer [2][nb][hp] */
+    unsigned long long *ll; /* tagged mode: [2][nb][hp / 2] words {tag << 32 | h[k+1] << 16 | h[k]} */
 };
-
-__host__ __device__ inline size_t al128(size_t x) { return (x + 127) / 128 * 128; }
-
-__host__ __device__ inline layout_t layout(int kp, int bp)
-{
-    layout_t L;
-    L.ws = 0;
-    L.hs = al128(L.ws + (size_t)ROWS * kp * 2);
-    L.part = al128(L.hs + (size_t)bp * kp * 2);
-    L.total = al128(L.part + (size_t)KQ * ROWS * bp * 4);
-    return L;
-}
 
 template <bool HARD>
 __device__ __forceinline__ float sig(float x)
@@ -47,122 +38,285 @@ __device__ __forceinline__ float phi(float x)
     return HARD ? cu_hardtanh(x) : tanhf(x);
 }
 
-template <bool HARD>
-__global__ void __launch_bounds__(THREADS, 1)
-    k_lstm_persist(int nb, int bp, int T, int H, int hp, int kp, int g4, const __half *__restrict__ w_hh,
-                   const float *__restrict__ bias, const __half *__restrict__ x, size_t ldx_b,
-                   const int *__restrict__ len, __half *__restrict__ y, size_t ldy_b, __half *hbuf)
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
-    extern __shared__ __align__(128) unsigned char sm[];
-    const layout_t L = layout(kp, bp);
-    __half *ws = (__half *)(sm + L.ws), *hs = (__half *)(sm + L.hs);
-    float *part = (float *)(sm + L.part);
-    cg::grid_group grid = cg::this_grid();
-    const int j0 = blockIdx.x * U, tid = threadIdx.x, warp = tid >> 5;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
-    /* This block's gate rows (row g*U + u is global row g*H + j0 + u), zero-padded to kp columns. */
-    for (int i = tid; i < ROWS * kp; i += THREADS) {
-        int r = i / kp, k = i % kp, g = r / U, j = j0 + r % U;
-        ws[i] = (j < H && k < hp) ? w_hh[(size_t)(g * H + j) * hp + k] : __float2half_rn(0.0f);
-    }
-    for (int i = tid; i < bp * kp; i += THREADS) hs[i] = __float2half_rn(0.0f); /* pad rows/columns stay 0 */
-    __syncthreads();
+__device__ __forceinline__ void red_release_add(unsigned *p, unsigned v)
+{
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void ld_relaxed_v2(const unsigned long long *p, unsigned long long &a, unsigned long long &b)
+{
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0,%1}, [%2];\n" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void st_relaxed(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
 
-    const int mt = warp % MT, kq = warp / MT, ktiles = kp / 16, kper = (ktiles + KQ - 1) / KQ;
-    const int k0 = kq * kper, k1 = min(ktiles, k0 + kper), nt = bp / 16, vec = hp / 8;
-    const size_t hb = (size_t)bp * hp;
+__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
+{
+    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
+}
+/* zero the halves of a 32-bit pair whose K index (k, k + 1) is >= H */
+__device__ __forceinline__ uint32_t mask2(uint32_t v, int k, int H)
+{
+    return k >= H ? 0u : (k + 1 >= H ? (v & 0xffffu) : v);
+}
 
-    /* Each thread keeps the same (unit, row) items for the whole sequence (U * nb <= 2 * THREADS), with
-     * their bias, length and cell state in registers, and loads the next step's input projection
-     * before the grid barrier so that its memory latency hides behind the barrier's. */
-    constexpr int ITEMS = (U * CU_PERSIST_MAX_B + THREADS - 1) / THREADS;
-    int iu[ITEMS], ib[ITEMS], il[ITEMS];
-    bool live[ITEMS];
-    float ibias[ITEMS][4], ic[ITEMS], ix[ITEMS][4];
+/* KS: k16 steps per warp (K slice = 16 * KS); NT: n-tiles of 8 rows (nb <= 8 * NT); MODE: sync. */
+template <bool HARD, int KS, int NT, int MODE>
+__global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
+{
+    static_assert(KS % 2 == 0, "16-byte h loads cover two k-steps");
+    constexpr int NC = NT * 8;                 /* columns (rows of the batch) per launch */
+    constexpr int NG = MODE == CU_PERSIST_SYNC_TAGGED ? (NT < 2 ? NT : 2) : (NT < 4 ? NT : 4); /* n-tiles per load group */
+    extern __shared__ __align__(16) float part[]; /* [2][WARPS][NC][RS] */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int nb = P.nb, T = P.T, H = P.H, hp = P.hp, j0 = blockIdx.x * U;
+    const unsigned nblk = gridDim.x;
+    const int kc = w * (KS * 16) + q * (KS * 4); /* this thread's K slice: KS * 4 contiguous h values */
+
+    /* A fragments: row R of the block is gate R / 8 of unit j0 + R % 8. Step s of this thread uses
+     * K = kc + 4s + {0, 1} as the fragment's columns 2q, 2q+1 and kc + 4s + {2, 3} as 2q+8, 2q+9 (the
+     * same permutation as the B side, so the dot products are unchanged). */
+    uint32_t A[2][KS][4];
 #pragma unroll
-    for (int q = 0; q < ITEMS; q++) {
-        int i = tid + q * THREADS;
-        iu[q] = i % U;
-        ib[q] = i / U;
-        live[q] = i < U * nb && j0 + iu[q] < H;
-        il[q] = live[q] && len ? len[ib[q]] : T;
-        ic[q] = 0.0f;
+    for (int mt = 0; mt < 2; mt++) {
+        const int R0 = mt * 16 + g, R1 = R0 + 8;
+        const int ja = j0 + (R0 & 7), jb = j0 + (R1 & 7);
+        const __half *ra = P.w + (size_t)((R0 >> 3) * H + ja) * hp, *rb = P.w + (size_t)((R1 >> 3) * H + jb) * hp;
+        const __half z = __float2half_rn(0.0f);
 #pragma unroll
-        for (int g = 0; g < 4; g++) {
-            ibias[q][g] = live[q] ? bias[g * H + j0 + iu[q]] : 0.0f;
-            ix[q][g] = live[q] ? __half2float(x[ib[q] * ldx_b + g * H + j0 + iu[q]]) : 0.0f;
+        for (int s = 0; s < KS; s++) {
+            const int k = kc + 4 * s;
+            __half va[4], vb[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                va[e] = ja < H && k + e < H ? ra[k + e] : z;
+                vb[e] = jb < H && k + e < H ? rb[k + e] : z;
+            }
+            A[mt][s][0] = pack2(va[0], va[1]);
+            A[mt][s][1] = pack2(vb[0], vb[1]);
+            A[mt][s][2] = pack2(va[2], va[3]);
+            A[mt][s][3] = pack2(vb[2], vb[3]);
         }
     }
+
+    /* Cell items: lane = gate row R (gate R / 8, unit R % 8) of columns b = w + 8i. */
+    const int gr = lane >> 3, ul = lane & 7, j = j0 + ul;
+    const bool jv = j < H;
+    const float bias_r = jv ? P.bias[gr * H + j] : 0.0f;
+    float xb[NT], c[NT];
+    int lenb[NT];
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        const int b = w + 8 * i;
+        const bool v = b < nb && jv;
+        xb[i] = v ? __fadd_rn(__half2float(P.x[b * P.ldx_b + gr * H + j]), bias_r) : 0.0f;
+        c[i] = 0.0f;
+        lenb[i] = b < nb ? (P.len ? P.len[b] : T) : 0;
+    }
+    const unsigned gen = *(volatile unsigned *)&P.ctl[2];
+    const size_t hbs = (size_t)nb * hp, lls = (size_t)nb * (hp / 2);
 
     for (int t = 0; t < T; t++) {
+        float *pt = part + (size_t)(t & 1) * WARPS * NC * RS;
         if (t > 0) {
-            /* h_{t-1} of every unit; L2 reads (written by other SMs: bypass L1) */
-            const __half *src = hbuf + (size_t)((t - 1) & 1) * hb;
-            for (int i = tid; i < nb * vec; i += THREADS) {
-                int b = i / vec, v = i % vec;
-                uint4 q = __ldcg((const uint4 *)(src + (size_t)b * hp) + v);
-                *((uint4 *)(hs + (size_t)b * kp) + v) = q;
-            }
-            __syncthreads();
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NT_MAX];
 #pragma unroll
-            for (int n = 0; n < NT_MAX; n++) wmma::fill_fragment(acc[n], 0.0f);
-            for (int kt = k0; kt < k1; kt++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-                wmma::load_matrix_sync(a, ws + (size_t)(mt * 16) * kp + kt * 16, kp);
+            for (int n0 = 0; n0 < NT; n0 += NG) {
+                uint32_t Bf[NG][KS][2];
+                if (MODE == CU_PERSIST_SYNC_COUNTER) {
+                    const __half *src = P.hb + (size_t)((t - 1) & 1) * hbs + kc;
 #pragma unroll
-                for (int n = 0; n < NT_MAX; n++)
-                    if (n < nt) {
-                        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
-                        wmma::load_matrix_sync(bf, hs + (size_t)(n * 16) * kp + kt * 16, kp);
-                        wmma::mma_sync(acc[n], a, bf, acc[n]);
+                    for (int n = 0; n < NG; n++) {
+                        const int b = (n0 + n) * 8 + g;
+#pragma unroll
+                        for (int v = 0; v < KS / 2; v++) {
+                            const int k = kc + 8 * v;
+                            uint4 d = make_uint4(0, 0, 0, 0);
+                            if (b < nb && k < H) d = __ldcg((const uint4 *)(src + (size_t)b * hp) + v);
+                            if (k + 8 > H) {
+                                d.x = mask2(d.x, k, H), d.y = mask2(d.y, k + 2, H);
+                                d.z = mask2(d.z, k + 4, H), d.w = mask2(d.w, k + 6, H);
+                            }
+                            Bf[n][2 * v][0] = d.x, Bf[n][2 * v][1] = d.y;
+                            Bf[n][2 * v + 1][0] = d.z, Bf[n][2 * v + 1][1] = d.w;
+                        }
                     }
-            }
+                } else {
+                    /* tagged words: h_{t-1} was written with tag gen + t; retry the stale ones */
+                    const unsigned want = gen + (unsigned)t;
+                    const unsigned long long *src = P.ll + (size_t)((t - 1) & 1) * lls + kc / 2;
+                    unsigned long long wd[NG][KS][2];
+                    bool ok[NG][KS];
 #pragma unroll
-            for (int n = 0; n < NT_MAX; n++)
-                if (n < nt)
-                    wmma::store_matrix_sync(part + ((size_t)kq * ROWS + mt * 16) * bp + n * 16, acc[n], bp,
-                                            wmma::mem_row_major);
+                    for (int n = 0; n < NG; n++) {
+                        const int b = (n0 + n) * 8 + g;
+#pragma unroll
+                        for (int s = 0; s < KS; s++) {
+                            const int k = kc + 4 * s;
+                            ok[n][s] = !(b < nb && k < H);
+                            wd[n][s][0] = wd[n][s][1] = (unsigned long long)want << 32;
+                        }
+                    }
+                    for (unsigned spins = 0;; spins++) {
+                        if (spins > (1u << 26)) __trap(); /* a lost block: fail loudly instead of hanging */
+                        bool all = true;
+#pragma unroll
+                        for (int n = 0; n < NG; n++) {
+                            const int b = (n0 + n) * 8 + g;
+#pragma unroll
+                            for (int s = 0; s < KS; s++)
+                                if (!ok[n][s]) {
+                                    ld_relaxed_v2(src + (size_t)b * (hp / 2) + 2 * s, wd[n][s][0], wd[n][s][1]);
+                                    const int k = kc + 4 * s;
+                                    ok[n][s] = (unsigned)(wd[n][s][0] >> 32) == want &&
+                                               (k + 2 >= H || (unsigned)(wd[n][s][1] >> 32) == want);
+                                    all = all && ok[n][s];
+                                }
+                        }
+                        if (all) break;
+                    }
+#pragma unroll
+                    for (int n = 0; n < NG; n++)
+#pragma unroll
+                        for (int s = 0; s < KS; s++) {
+                            const int k = kc + 4 * s;
+                            uint32_t lo = (uint32_t)wd[n][s][0], hi = (uint32_t)wd[n][s][1];
+                            if (k + 4 > H) lo = mask2(lo, k, H), hi = mask2(hi, k + 2, H);
+                            Bf[n][s][0] = lo, Bf[n][s][1] = hi;
+                        }
+                    __syncwarp();
+                }
+                /* products; partials to shared memory as [warp][column][gate row] */
+#pragma unroll
+                for (int n = 0; n < NG; n++) {
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                        for (int s = 0; s < KS; s++) mma16816(acc, A[mt][s], Bf[n][s][0], Bf[n][s][1]);
+                        const int col = (n0 + n) * 8 + 2 * q, row = mt * 16 + g;
+                        float *p = pt + ((size_t)w * NC + col) * RS + row;
+                        p[0] = acc[0];
+                        p[RS] = acc[1];
+                        p[8] = acc[2];
+                        p[RS + 8] = acc[3];
+                    }
+                }
+            }
             __syncthreads();
         }
-        /* cell update of this thread's items */
+        /* cell update: sum the 8 warp partials in order, gather the unit's 4 gates, update c, h */
+        const unsigned tag = gen + (unsigned)t + 1u;
 #pragma unroll
-        for (int q = 0; q < ITEMS; q++) {
-            if (!live[q]) continue;
-            int u = iu[q], b = ib[q], j = j0 + u;
-            float a[4];
+        for (int i = 0; i < NT; i++) {
+            const int b = w + 8 * i; /* warp-uniform */
+            if (b >= nb) break;
+            float v = xb[i];
+            if (t > 0) {
+                const float *p = pt + (size_t)b * RS + lane;
+                float sum = p[0];
 #pragma unroll
-            for (int g = 0; g < 4; g++) {
-                float v = __fadd_rn(ix[q][g], ibias[q][g]);
-                if (t > 0) {
-                    const float *p = part + (size_t)(g * U + u) * bp + b;
-                    float hsum = p[0];
-#pragma unroll
-                    for (int k = 1; k < KQ; k++) hsum = __fadd_rn(hsum, p[(size_t)k * ROWS * bp]);
-                    v = __fadd_rn(v, hsum);
-                }
-                a[g] = v;
+                for (int k = 1; k < WARPS; k++) sum = __fadd_rn(sum, p[(size_t)k * NC * RS]);
+                v = __fadd_rn(v, sum);
             }
-            float ig = sig<HARD>(a[0]), fg = sig<HARD>(a[1]), gg = phi<HARD>(a[2]), og = sig<HARD>(a[3]);
-            float c = __fadd_rn(__fmul_rn(fg, ic[q]), __fmul_rn(ig, gg));
-            float h = __fmul_rn(og, phi<HARD>(c));
-            ic[q] = c;
-            __half hh = __float2half_rn(h);
-            hbuf[(size_t)(t & 1) * hb + (size_t)b * hp + j] = hh;
-            y[b * ldy_b + (size_t)t * hp + j] = t >= il[q] ? __float2half_rn(0.0f) : hh;
-            if (t + 1 < T)
-#pragma unroll
-                for (int g = 0; g < 4; g++) ix[q][g] = __half2float(x[b * ldx_b + (size_t)(t + 1) * g4 + g * H + j]);
+            const float ai = __shfl_sync(0xffffffffu, v, ul), af = __shfl_sync(0xffffffffu, v, 8 + ul);
+            const float ag = __shfl_sync(0xffffffffu, v, 16 + ul), ao = __shfl_sync(0xffffffffu, v, 24 + ul);
+            const float ig = sig<HARD>(ai), fg = sig<HARD>(af), gg = phi<HARD>(ag), og = sig<HARD>(ao);
+            const float cn = __fadd_rn(__fmul_rn(fg, c[i]), __fmul_rn(ig, gg));
+            const float hn = __fmul_rn(og, phi<HARD>(cn));
+            c[i] = cn;
+            const __half hh = jv ? __float2half_rn(hn) : __float2half_rn(0.0f);
+            if (MODE == CU_PERSIST_SYNC_COUNTER) {
+                if (lane < 8 && jv) P.hb[(size_t)(t & 1) * hbs + (size_t)b * hp + j] = hh;
+            } else {
+                const unsigned bits = __half_as_ushort(hh);
+                const unsigned hi = __shfl_down_sync(0xffffffffu, bits, 1);
+                if (lane < 8 && !(lane & 1) && jv)
+                    st_relaxed(P.ll + (size_t)(t & 1) * lls + (size_t)b * (hp / 2) + j / 2,
+                               ((unsigned long long)tag << 32) | (unsigned long long)((hi << 16) | bits));
+            }
+            if (lane < 8 && jv) P.y[b * P.ldy_b + (size_t)t * hp + j] = t >= lenb[i] ? __float2half_rn(0.0f) : hh;
+            if (t + 1 < T && jv)
+                xb[i] = __fadd_rn(__half2float(P.x[b * P.ldx_b + (size_t)(t + 1) * P.g4 + gr * H + j]), bias_r);
         }
         if (blockIdx.x == 0 && hp > H)
             for (int i = tid; i < nb * (hp - H); i += THREADS) {
-                int b = i / (hp - H), q = H + i % (hp - H);
-                y[b * ldy_b + (size_t)t * hp + q] = __float2half_rn(0.0f);
-                hbuf[(size_t)(t & 1) * hb + (size_t)b * hp + q] = __float2half_rn(0.0f);
+                int b = i / (hp - H), col = H + i % (hp - H);
+                P.y[b * P.ldy_b + (size_t)t * hp + col] = __float2half_rn(0.0f);
             }
-        grid.sync();
+        if (MODE == CU_PERSIST_SYNC_COUNTER && t + 1 < T) {
+            __syncthreads();
+            if (tid == 0) {
+                red_release_add(&P.ctl[0], 1u);
+                const unsigned target = nblk * (unsigned)(t + 1);
+                for (unsigned spins = 0; ld_acquire(&P.ctl[0]) < target; spins++)
+                    if (spins > (1u << 26)) __trap();
+            }
+            __syncthreads();
+        }
+    }
+    /* the last block out resets the counter and advances the tag generation past every tag written */
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(&P.ctl[1], 1u) == nblk - 1) {
+            P.ctl[0] = 0;
+            P.ctl[1] = 0;
+            P.ctl[2] = gen + (unsigned)T;
+            __threadfence();
+        }
     }
 }
+
+typedef void (*kern_t)(prm);
+
+template <bool HARD, int KS, int NT>
+kern_t pick_mode(int mode)
+{
+    if (mode == CU_PERSIST_SYNC_TAGGED) {
+        if (NT <= 2) return k_persist<HARD, KS, (NT <= 2 ? NT : 2), CU_PERSIST_SYNC_TAGGED>;
+        return NULL;
+    }
+    return k_persist<HARD, KS, NT, CU_PERSIST_SYNC_COUNTER>;
+}
+
+template <bool HARD, int KS>
+kern_t pick_nt(int nt, int mode)
+{
+    switch (nt) {
+    case 1: return pick_mode<HARD, KS, 1>(mode);
+    case 2: return pick_mode<HARD, KS, 2>(mode);
+    case 4: return pick_mode<HARD, KS, 4>(mode);
+    default: return pick_mode<HARD, KS, 8>(mode);
+    }
+}
+
+template <bool HARD>
+kern_t pick_ks(int ks, int nt, int mode)
+{
+    switch (ks) {
+    case 2: return pick_nt<HARD, 2>(nt, mode);
+    case 4: return pick_nt<HARD, 4>(nt, mode);
+    default: return pick_nt<HARD, 8>(nt, mode);
+    }
+}
+
+int ks_of(int H) { return H <= 2 * 16 * WARPS ? 2 : H <= 4 * 16 * WARPS ? 4 : 8; }
+int nt_of(int nb) { return nb <= 8 ? 1 : nb <= 16 ? 2 : nb <= 32 ? 4 : 8; }
+size_t smem_of(int nt) { return (size_t)2 * WARPS * nt * 8 * RS * sizeof(float); }
 
 } // namespace
 
@@ -175,25 +329,33 @@ int cu_persist_fits(int H, int nb_max, int *blocks)
         return 0;
     }
     int nblk = cu_div_up(H, U);
-    int kp = cu_round_up_i(cu_round_up_i(H, CU_PAD), 16), bp = cu_round_up_i(nb_max, 16);
-    if (nb_max > CU_PERSIST_MAX_B || nblk > sms) return 0;
-    if (layout(kp, bp).total > (size_t)optin) return 0;
+    if (H < 1 || H > CU_PERSIST_MAX_H || nb_max < 1 || nb_max > CU_PERSIST_MAX_B || nblk > sms) return 0;
+    if (smem_of(nt_of(nb_max)) > (size_t)optin) return 0;
     if (blocks) *blocks = nblk;
     return 1;
 }
 
+size_t cu_persist_scratch_bytes(int nb_max, int hp)
+{
+    size_t rows = (size_t)cu_round_up_i(nb_max, 8);
+    return CTL_BYTES + cu_round_up(2 * rows * hp * 2, 256) + (size_t)2 * TAGGED_ROWS * hp * 4 + 16;
+}
+
 rnnt_status cu_lstm_persist(cudaStream_t stream, rnnt_lstm_act act, int nb, int T, int H, int hp, int g4,
                             const __half *w_hh, const float *bias, const __half *x, size_t ldx_b, const int *len,
-                            __half *y, size_t ldy_b, __half *hbuf, char *err, size_t errlen)
+                            __half *y, size_t ldy_b, void *scratch, size_t scratch_bytes, int sync, char *err,
+                            size_t errlen)
 {
     if (nb <= 0 || T <= 0) return RNNT_OK;
     int blocks;
-    if (!cu_persist_fits(H, nb, &blocks))
+    if (!cu_persist_fits(H, nb, &blocks) || hp % 8)
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: persistent LSTM does not fit H=%d, %d rows", H, nb);
-    int kp = cu_round_up_i(hp, 16), bp = cu_round_up_i(nb, 16);
-    size_t smem = layout(kp, bp).total;
-    void (*kern)(int, int, int, int, int, int, int, const __half *, const float *, const __half *, size_t, const int *,
-                 __half *, size_t, __half *) = act == RNNT_ACT_HARD ? k_lstm_persist<true> : k_lstm_persist<false>;
+    int nt = nt_of(nb), ks = ks_of(H);
+    /* measured on the H100 (kernels/dev/NOTES.md): the counter was faster at every batch */
+    if (sync == CU_PERSIST_SYNC_AUTO) sync = CU_PERSIST_SYNC_COUNTER;
+    if (sync == CU_PERSIST_SYNC_TAGGED && nt > 2) sync = CU_PERSIST_SYNC_COUNTER;
+    kern_t kern = act == RNNT_ACT_HARD ? pick_ks<true>(ks, nt, sync) : pick_ks<false>(ks, nt, sync);
+    size_t smem = smem_of(nt);
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0, dev, sms = 0;
     CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem));
@@ -202,16 +364,29 @@ rnnt_status cu_lstm_persist(cudaStream_t stream, rnnt_lstm_act act, int nb, int 
     if (per_sm * sms < blocks)
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: persistent LSTM needs %d co-resident blocks, %d fit",
                           blocks, per_sm * sms);
+    prm P;
+    P.nb = nb, P.T = T, P.H = H, P.hp = hp, P.g4 = g4, P.ldx_b = ldx_b, P.ldy_b = ldy_b;
+    P.w = w_hh, P.bias = bias, P.x = x, P.len = len, P.y = y;
+    /* control words, then the counter mode's buffer from the front, the tagged words at the end: the two
+     * never overlap, so a tagged launch never reads a counter launch's halves as tags */
+    char *sc = (char *)scratch;
+    size_t ll_bytes = (size_t)2 * TAGGED_ROWS * hp * 4;
+    size_t ll_off = scratch_bytes >= ll_bytes ? (scratch_bytes - ll_bytes) & ~(size_t)15 : 0;
+    if ((uintptr_t)scratch % 16 || ll_off < (size_t)CTL_BYTES + (size_t)2 * nb * hp * 2)
+        return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: persistent LSTM scratch of %zu bytes too small", scratch_bytes);
+    P.ctl = (unsigned *)sc;
+    P.hb = (__half *)(sc + CTL_BYTES);
+    P.ll = (unsigned long long *)(sc + ll_off);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1] = {};
-    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].id = cudaLaunchAttributeCooperative; /* co-residency of every block is required (spin waits) */
     attr[0].val.cooperative = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    CU_TRY(cudaLaunchKernelEx(&cfg, kern, nb, bp, T, H, hp, kp, g4, w_hh, bias, x, ldx_b, len, y, ldy_b, hbuf));
+    CU_TRY(cudaLaunchKernelEx(&cfg, kern, P));
     return RNNT_OK;
 }

@@ -3,7 +3,7 @@
  *
  *   bench_encoder [--quick] [--reps N]
  *
- * Shapes (issue 5): 5 layers x 1024 hidden, input 240, 300 steps, batch 1/8/32/128/256, fp16; the
+ * Shapes (issue 5): 5 layers x 1024 hidden, input 240, 300 steps, batch 1/8/32/64/128/256, fp16; the
  * seed's 4 x 512, input 512, 100 steps, batch 64, fp32 and fp16. For each: ms, TFLOP/s (2*4H*(I+H)*T*B
  * per layer), % of the fp16 GEMM peak measured here (cuBLAS, 8192^3), the ratio to the best cuDNN
  * algorithm, device memory per batch item (our encoder's buffers vs cuDNN's workspace + x + y), and
@@ -349,8 +349,10 @@ fail:
 /* ---------------------------------------------------------------- ours */
 
 struct ours_result {
-    float ms_hard, ms_soft, ms_inproj; /* the default path: per-step GEMMs in a graph */
-    char persist_txt[32];              /* hard with the experimental persistent kernel, or "n/a" */
+    float ms_hard, ms_soft, ms_inproj; /* the default path for this max_batch (cu_encoder.h) */
+    char persist_txt[32];              /* soft with the persistent kernel asked for, or "n/a" */
+    char graph_txt[32];                /* soft with per-step GEMMs in a graph (persistent kernel off) */
+    int default_persist;               /* whether the default path is the persistent kernel */
     char fused_txt[32];                /* hard with the fused step kernel (max_batch <= 32), or "n/a" */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
@@ -369,8 +371,11 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     for (int b = 0; b < B; b++) feats[b] = x_bti.data() + (size_t)b * T * I;
     snprintf(r.persist_txt, sizeof r.persist_txt, "n/a");
     snprintf(r.fused_txt, sizeof r.fused_txt, "n/a");
-    for (int run = 0; run < 5; run++) {
-        int soft = run == 1 || run == 4, persist = run == 2, fused = run >= 3;
+    snprintf(r.graph_txt, sizeof r.graph_txt, "n/a");
+    r.default_persist = 0;
+    for (int run = 0; run < 6; run++) {
+        /* 0/1 default hard/soft, 2 soft persistent on, 3 soft persistent off, 4/5 fused hard/soft */
+        int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 ? -1 : 0, fused = run >= 4;
         cu_weights wa = w; /* shares the device arena; only the activation differs */
         wa.act = soft ? RNNT_ACT_SOFT : RNNT_ACT_HARD;
         cu_encoder_params p;
@@ -382,7 +387,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.fused = fused;
         cu_encoder *e;
         RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
-        if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || (run >= 3 && !cu_encoder_fused_steps(e))) {
+        if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || (run >= 4 && !cu_encoder_fused_steps(e))) {
             /* does not apply (fp32, or too large) */
             cu_encoder_free(e);
             continue;
@@ -408,11 +413,14 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
                 for (int t = 0; t < T; t++)
                     memcpy(&r.y_soft[((size_t)b * T + t) * H], &out[((size_t)b * bt->t_enc + t) * w.hep], (size_t)H * 4);
             r.bytes = cu_encoder_device_bytes(e);
+            r.default_persist = cu_encoder_persistent_layers(e) > 0;
         } else if (run == 0) {
             r.ms_hard = ms;
         } else if (run == 2) {
             snprintf(r.persist_txt, sizeof r.persist_txt, "%.3f", ms);
         } else if (run == 3) {
+            snprintf(r.graph_txt, sizeof r.graph_txt, "%.3f", ms);
+        } else if (run == 4) {
             snprintf(r.fused_txt, sizeof r.fused_txt, "%.3f", ms);
         } else {
             size_t tl = strlen(r.fused_txt);
@@ -483,15 +491,15 @@ int main(int argc, char **argv)
         int layers, I, H, T, B, f16;
     };
     std::vector<shape> shapes;
-    static const int Bs[] = {1, 8, 32, 128, 256};
-    for (int i = 0; i < 5; i++)
+    static const int Bs[] = {1, 8, 32, 64, 128, 256};
+    for (int i = 0; i < 6; i++)
         if (!quick || Bs[i] == 1 || Bs[i] == 256) shapes.push_back({5, 240, 1024, 300, Bs[i], 1});
     shapes.push_back({4, 512, 512, 100, 64, 0});
     shapes.push_back({4, 512, 512, 100, 64, 1});
 
-    printf("\n| shape (layers x H, in, T) | dtype | B | ours hard ms | ours soft ms | ours hard, persistent kernel ms | ours fused step hard / soft ms | cuDNN standard ms | cuDNN best ms "
+    printf("\n| shape (layers x H, in, T) | dtype | B | default path | ours hard ms | ours soft ms | ours soft, persistent kernel ms | ours soft, per-step graph ms | ours fused step hard / soft ms | cuDNN standard ms | cuDNN best ms "
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
-           "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
     std::vector<std::string> notes;
     for (const shape &sh : shapes) {
@@ -542,12 +550,12 @@ int main(int argc, char **argv)
         size_t es = sh.f16 ? 2 : 4;
         double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
         if (best.ok)
-            printf("| %s | %s | %d | %.3f | %.3f | %s | %s | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.persist_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
+            printf("| %s | %s | %d | %s | %.3f | %.3f | %s | %s | %s | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
                    o.ms_hard / best.ms, tf, 100.0 * tf / peak16, o.ms_inproj, o.bytes / (double)sh.B / 1048576.0, cud_mem, diff);
         else
-            printf("| %s | %s | %d | %.3f | %.3f | %s | %s | - | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.ms_hard, o.ms_soft, o.persist_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
+            printf("| %s | %s | %d | %s | %.3f | %.3f | %s | %s | %s | - | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
                    o.bytes / (double)sh.B / 1048576.0);
         fflush(stdout);
         char nb[700];

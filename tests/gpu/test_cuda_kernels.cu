@@ -560,11 +560,15 @@ static void test_encoder(void **state)
             cu_dtype dt = (cu_dtype)dti;
             cu_weights w;
             RK(cu_weights_upload(m, dt, &w, err, errlen));
-            /* (graphs, persistent recurrence): direct launches, graphs, graphs + persistent kernel (fp16) */
-            static const int cfgs[][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {1, 0, 1}};
-            for (int ci = 0; ci < 4; ci++) {
+            /* (graphs, persistent recurrence, fused steps): per-step GEMMs launched directly and as graphs,
+             * the persistent kernel asked for (fp16), the fused step kernel, the default choice (persistent
+             * for fp16 runners of <= CU_PERSIST_AUTO_MAX_B, per-step GEMMs otherwise). The batch of 3 below
+             * runs the persistent kernel with one n-tile (tagged h words), the batch of 17 with four (the
+             * arrival counter): bitwise equal outputs check that the sync mode does not touch the numerics. */
+            static const int cfgs[][3] = {{0, -1, 0}, {1, -1, 0}, {1, 1, 0}, {1, 0, 1}, {1, 0, 0}};
+            for (int ci = 0; ci < 5; ci++) {
                 int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2];
-                if (persist && dt != CU_F16) continue;
+                if (persist > 0 && dt != CU_F16) continue;
                 if (g_quick && ci == 0) continue;
                 cu_encoder_params p;
                 memset(&p, 0, sizeof p);
@@ -572,7 +576,6 @@ static void test_encoder(void **state)
                 p.max_frames = maxT;
                 p.graphs = graphs;
                 p.persist = persist;
-                p.fused = fused;
                 p.fused = fused;
                 p.r_in = 64; /* several chunks even at these sizes */
                 cu_encoder *e;
@@ -624,11 +627,14 @@ static void test_encoder(void **state)
                             fail_msg("encoder %s %s persist=%d: utterance %d frame %d differs between a batch of 17 and of 3",
                                      mc.name, dt_name(dt), persist, sub_idx[i], t);
                 }
-                if (persist && cu_encoder_persistent_layers(e) == 0) fail_msg("encoder: no layer took the persistent path");
+                if (persist > 0 && cu_encoder_persistent_layers(e) == 0) fail_msg("encoder: no layer took the persistent path");
+                if (persist == 0 && !fused && (dt == CU_F16) != (cu_encoder_persistent_layers(e) > 0))
+                    fail_msg("encoder: default path %s: %d persistent layers", dt_name(dt), cu_encoder_persistent_layers(e));
+                if (persist < 0 && cu_encoder_persistent_layers(e) != 0) fail_msg("encoder: persistent path taken when off");
                 if (fused != cu_encoder_fused_steps(e)) fail_msg("encoder: fused steps %d, asked %d", cu_encoder_fused_steps(e), fused);
-                printf("encoder %s %s graphs=%d fused=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
+                printf("encoder %s %s graphs=%d persist=%d fused=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
                        "CPU; bitwise batch-invariant; %.1f MiB of buffers\n",
-                       mc.name, dt_name(dt), graphs, fused, cu_encoder_persistent_layers(e), worst, worst_fp,
+                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_persistent_layers(e), worst, worst_fp,
                        cu_encoder_device_bytes(e) / 1048576.0);
                 free(f);
                 free(fp);
