@@ -109,7 +109,7 @@ static void resolve_auto(cfg *c, long long workers_running)
     long ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1) ncpu = 1;
     if (workers_running > 0) c->workers = workers_running;
-    else if (c->workers == 0) c->workers = cuda ? 1 : (ncpu < 16 ? ncpu : 16);
+    else if (c->workers == 0) c->workers = cuda ? 2 : (ncpu < 16 ? ncpu : 16);
     if (c->cpu_threads == 0 && !cuda) c->cpu_threads = ncpu / c->workers > 1 ? ncpu / c->workers : 1;
 }
 
