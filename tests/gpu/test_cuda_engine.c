@@ -61,6 +61,24 @@ static void free_utts(utts *u)
     for (int i = 0; i < u->n; i++) free(u->x[i]);
 }
 
+/* Sets an RNNT_CUDA_* switch for the runners made next; env_pop puts back what the caller had (a
+ * sanitizer run may set switches for the whole test). */
+static char *env_push(const char *var, const char *val)
+{
+    const char *old = getenv(var);
+    char *saved = old ? strdup(old) : NULL;
+    if (old) assert_non_null(saved);
+    setenv(var, val, 1);
+    return saved;
+}
+
+static void env_pop(const char *var, char *saved)
+{
+    if (saved) setenv(var, saved, 1);
+    else unsetenv(var);
+    free(saved);
+}
+
 static rnnt_runner *make_runner(const rnnt_model *m, rnnt_backend_kind kind, rnnt_precision prec, int max_batch,
                                 int max_frames)
 {
@@ -205,9 +223,9 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     static const char *modes[][2] = {{"RNNT_CUDA_DECODE", "host"}, {"RNNT_CUDA_DECODE", "profile"}, {"RNNT_CUDA_GRAPHS", "0"},
                                      {"RNNT_CUDA_MAPPED", "0"}};
     for (int k = 0; k < 4; k++) {
-        setenv(modes[k][0], modes[k][1], 1);
+        char *saved = env_push(modes[k][0], modes[k][1]);
         rnnt_runner *rm = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
-        unsetenv(modes[k][0]);
+        env_pop(modes[k][0], saved);
         decode_order(rm, &u, order, MAX_B, other);
         for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &g16[i])) {
@@ -230,10 +248,10 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED"};
     int samep[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
-        setenv(paths[k], "1", 1);
+        char *saved = env_push(paths[k], "1");
         rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
         rnnt_runner *rq = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
-        unsetenv(paths[k]);
+        env_pop(paths[k], saved);
         decode_order(rp, &u, order, MAX_B, other);
         for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &cpu[i])) {
