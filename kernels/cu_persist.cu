@@ -25,7 +25,10 @@ struct prm {
     unsigned *ctl;        /* [0] arrival counter, [1] blocks done, [2] tag generation */
     __half *hb;           /* counter mode: h double buffer [2][nb][hp] */
     unsigned long long *ll; /* tagged mode: [2][nb][hp / 2] words {tag << 32 | h[k+1] << 16 | h[k]} */
+    int backoff;          /* ns to sleep between polls (0: spin) */
 };
+
+int g_backoff_ns = 0;
 
 template <bool HARD>
 __device__ __forceinline__ float sig(float x)
@@ -81,7 +84,8 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
 {
     static_assert(KS % 2 == 0, "16-byte h loads cover two k-steps");
     constexpr int NC = NT * 8;                 /* columns (rows of the batch) per launch */
-    constexpr int NG = MODE == CU_PERSIST_SYNC_TAGGED ? (NT < 2 ? NT : 2) : (NT < 4 ? NT : 4); /* n-tiles per load group */
+    /* n-tiles per load group (registers: KS * 2 per n-tile) */
+    constexpr int NG = MODE == CU_PERSIST_SYNC_TAGGED ? (NT < 2 ? NT : 2) : NT < 4 ? NT : (KS == 8 && NT == 8 ? 2 : 4);
     extern __shared__ __align__(16) float part[]; /* [2][WARPS][NC][RS] */
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int nb = P.nb, T = P.T, H = P.H, hp = P.hp, j0 = blockIdx.x * U;
@@ -128,6 +132,14 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
         c[i] = 0.0f;
         lenb[i] = b < nb ? (P.len ? P.len[b] : T) : 0;
     }
+    /* rows of this thread's B fragments: h_{t-1} of row b is loaded only while t < len[b] (rows past their
+     * length, padding slots included, contribute zeros; their outputs are 0 anyway) */
+    int lenf[NT];
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int b = n * 8 + g;
+        lenf[n] = b < nb ? (P.len ? P.len[b] : T) : 0;
+    }
     const unsigned gen = *(volatile unsigned *)&P.ctl[2];
     const size_t hbs = (size_t)nb * hp, lls = (size_t)nb * (hp / 2);
 
@@ -146,7 +158,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                         for (int v = 0; v < KS / 2; v++) {
                             const int k = kc + 8 * v;
                             uint4 d = make_uint4(0, 0, 0, 0);
-                            if (b < nb && k < H) d = __ldcg((const uint4 *)(src + (size_t)b * hp) + v);
+                            if (t < lenf[n0 + n] && k < H) d = __ldcg((const uint4 *)(src + (size_t)b * hp) + v);
                             if (k + 8 > H) {
                                 d.x = mask2(d.x, k, H), d.y = mask2(d.y, k + 2, H);
                                 d.z = mask2(d.z, k + 4, H), d.w = mask2(d.w, k + 6, H);
@@ -163,31 +175,40 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                     bool ok[NG][KS];
 #pragma unroll
                     for (int n = 0; n < NG; n++) {
-                        const int b = (n0 + n) * 8 + g;
 #pragma unroll
                         for (int s = 0; s < KS; s++) {
                             const int k = kc + 4 * s;
-                            ok[n][s] = !(b < nb && k < H);
+                            ok[n][s] = !(t < lenf[n0 + n] && k < H);
                             wd[n][s][0] = wd[n][s][1] = (unsigned long long)want << 32;
                         }
                     }
+                    /* first every word once; then, while some are stale, probe only the first stale
+                     * word (one load per poll keeps the L2 lines that every block reads from being
+                     * hammered), and once it is fresh reload the remaining stale ones */
+                    bool probe = false;
                     for (unsigned spins = 0;; spins++) {
                         if (spins > (1u << 26)) __trap(); /* a lost block: fail loudly instead of hanging */
-                        bool all = true;
+                        bool all = true, first = true, fresh = false;
 #pragma unroll
                         for (int n = 0; n < NG; n++) {
                             const int b = (n0 + n) * 8 + g;
 #pragma unroll
                             for (int s = 0; s < KS; s++)
                                 if (!ok[n][s]) {
-                                    ld_relaxed_v2(src + (size_t)b * (hp / 2) + 2 * s, wd[n][s][0], wd[n][s][1]);
-                                    const int k = kc + 4 * s;
-                                    ok[n][s] = (unsigned)(wd[n][s][0] >> 32) == want &&
-                                               (k + 2 >= H || (unsigned)(wd[n][s][1] >> 32) == want);
+                                    if (!probe || first) {
+                                        ld_relaxed_v2(src + (size_t)b * (hp / 2) + 2 * s, wd[n][s][0], wd[n][s][1]);
+                                        const int k = kc + 4 * s;
+                                        ok[n][s] = (unsigned)(wd[n][s][0] >> 32) == want &&
+                                                   (k + 2 >= H || (unsigned)(wd[n][s][1] >> 32) == want);
+                                        if (first) fresh = ok[n][s];
+                                    }
+                                    first = false;
                                     all = all && ok[n][s];
                                 }
                         }
                         if (all) break;
+                        probe = !(probe && fresh);
+                        if (probe && P.backoff) __nanosleep(P.backoff);
                     }
 #pragma unroll
                     for (int n = 0; n < NG; n++)
@@ -221,6 +242,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
         }
         /* cell update: sum the 8 warp partials in order, gather the unit's 4 gates, update c, h */
         const unsigned tag = gen + (unsigned)t + 1u;
+        __half hy[NT];
 #pragma unroll
         for (int i = 0; i < NT; i++) {
             const int b = w + 8 * i; /* warp-uniform */
@@ -249,24 +271,39 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                     st_relaxed(P.ll + (size_t)(t & 1) * lls + (size_t)b * (hp / 2) + j / 2,
                                ((unsigned long long)tag << 32) | (unsigned long long)((hi << 16) | bits));
             }
-            if (lane < 8 && jv) P.y[b * P.ldy_b + (size_t)t * hp + j] = t >= lenb[i] ? __float2half_rn(0.0f) : hh;
-            if (t + 1 < T && jv)
-                xb[i] = __fadd_rn(__half2float(P.x[b * P.ldx_b + (size_t)(t + 1) * P.g4 + gr * H + j]), bias_r);
+            hy[i] = t >= lenb[i] ? __float2half_rn(0.0f) : hh;
         }
-        if (blockIdx.x == 0 && hp > H)
-            for (int i = tid; i < nb * (hp - H); i += THREADS) {
-                int b = i / (hp - H), col = H + i % (hp - H);
-                P.y[b * P.ldy_b + (size_t)t * hp + col] = __float2half_rn(0.0f);
+        /* y and the next step's input projection after the arrival: the release fence then waits for
+         * the h stores only, and the x loads (from DRAM) overlap the wait */
+        auto finish = [&]() {
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                const int b = w + 8 * i;
+                if (b >= nb) break;
+                if (lane < 8 && jv) P.y[b * P.ldy_b + (size_t)t * hp + j] = hy[i];
+                if (t + 1 < lenb[i] && jv) /* rows past their length need no input */
+                    xb[i] = __fadd_rn(__half2float(P.x[b * P.ldx_b + (size_t)(t + 1) * P.g4 + gr * H + j]), bias_r);
             }
+            if (blockIdx.x == 0 && hp > H)
+                for (int i = tid; i < nb * (hp - H); i += THREADS) {
+                    int b = i / (hp - H), col = H + i % (hp - H);
+                    P.y[b * P.ldy_b + (size_t)t * hp + col] = __float2half_rn(0.0f);
+                }
+        };
         if (MODE == CU_PERSIST_SYNC_COUNTER && t + 1 < T) {
             __syncthreads();
+            if (tid == 0) red_release_add(&P.ctl[0], 1u);
+            finish();
             if (tid == 0) {
-                red_release_add(&P.ctl[0], 1u);
                 const unsigned target = nblk * (unsigned)(t + 1);
-                for (unsigned spins = 0; ld_acquire(&P.ctl[0]) < target; spins++)
+                for (unsigned spins = 0; ld_acquire(&P.ctl[0]) < target; spins++) {
                     if (spins > (1u << 26)) __trap();
+                    if (P.backoff) __nanosleep(P.backoff);
+                }
             }
             __syncthreads();
+        } else {
+            finish();
         }
     }
     /* the last block out resets the counter and advances the tag generation past every tag written */
@@ -335,6 +372,8 @@ int cu_persist_fits(int H, int nb_max, int *blocks)
     return 1;
 }
 
+void cu_persist_set_backoff(int ns) { g_backoff_ns = ns > 0 ? ns : 0; }
+
 size_t cu_persist_scratch_bytes(int nb_max, int hp)
 {
     size_t rows = (size_t)cu_round_up_i(nb_max, 8);
@@ -367,6 +406,7 @@ rnnt_status cu_lstm_persist(cudaStream_t stream, rnnt_lstm_act act, int nb, int 
     prm P;
     P.nb = nb, P.T = T, P.H = H, P.hp = hp, P.g4 = g4, P.ldx_b = ldx_b, P.ldy_b = ldy_b;
     P.w = w_hh, P.bias = bias, P.x = x, P.len = len, P.y = y;
+    P.backoff = g_backoff_ns;
     /* control words, then the counter mode's buffer from the front, the tagged words at the end: the two
      * never overlap, so a tagged launch never reads a counter launch's halves as tags */
     char *sc = (char *)scratch;

@@ -35,6 +35,9 @@ enum { CU_PERSIST_SYNC_AUTO = -1, CU_PERSIST_SYNC_COUNTER = 0, CU_PERSIST_SYNC_T
  * (H <= CU_PERSIST_MAX_H, one block per CU_PERSIST_U units co-resident); fills *blocks. */
 int cu_persist_fits(int H, int nb_max, int *blocks);
 
+/* Lab knob: nanoseconds to sleep between polls of the spin waits (0, the default: spin). */
+void cu_persist_set_backoff(int ns);
+
 /* Bytes of scratch for layers of up to nb_max rows and hp columns. The scratch must be zeroed once
  * before its first use; kernels leave it reusable (control words reset, tags monotonic). */
 size_t cu_persist_scratch_bytes(int nb_max, int hp);

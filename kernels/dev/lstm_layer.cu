@@ -203,6 +203,31 @@ static void run(runner *r, cublasHandle_t blas, cudaStream_t s, layer *L)
         run_persist(s, L, sync_of(r->variant));
 }
 
+/* median ms of 20 runs after 3 warm-ups */
+static float time_variant(int v, cublasHandle_t blas, cudaStream_t s, layer *L)
+{
+    runner r = {v, NULL};
+    cudaEvent_t a, e;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&e));
+    for (int i = 0; i < 3; i++) run(&r, blas, s, L);
+    std::vector<float> ts;
+    for (int i = 0; i < 20; i++) {
+        CK(cudaEventRecord(a, s));
+        run(&r, blas, s, L);
+        CK(cudaEventRecord(e, s));
+        CK(cudaEventSynchronize(e));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, e));
+        ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    if (r.exec) cudaGraphExecDestroy(r.exec);
+    cudaEventDestroy(a);
+    cudaEventDestroy(e);
+    return ts[10];
+}
+
 int main(int argc, char **argv)
 {
     int only = argc > 1 ? atoi(argv[1]) : 0, count = 0;
@@ -293,29 +318,29 @@ int main(int argc, char **argv)
                 if (v == 1 && B > 1) continue; /* direct launches: shown at B = 1 only */
                 if (v == 4 && B > 8) continue;  /* slower than the graph path from B = 8 on (NOTES.md) */
                 if (!applies(v, H, B)) continue;
-                runner r = {v, NULL};
-                cudaEvent_t a, e;
-                CK(cudaEventCreate(&a));
-                CK(cudaEventCreate(&e));
-                for (int i = 0; i < 3; i++) run(&r, blas, s, &L);
-                std::vector<float> ts;
-                for (int i = 0; i < 20; i++) {
-                    CK(cudaEventRecord(a, s));
-                    run(&r, blas, s, &L);
-                    CK(cudaEventRecord(e, s));
-                    CK(cudaEventSynchronize(e));
-                    float ms;
-                    CK(cudaEventElapsedTime(&ms, a, e));
-                    ts.push_back(ms);
-                }
-                std::sort(ts.begin(), ts.end());
-                printf("| %d | %d | %d %s | %.3f | %.2f |\n", H, B, v, names[v], ts[10], ts[10] * 1e3 / 300);
+                float ms = time_variant(v, blas, s, &L);
+                printf("| %d | %d | %d %s | %.3f | %.2f |\n", H, B, v, names[v], ms, ms * 1e3 / 300);
                 fflush(stdout);
-                if (r.exec) cudaGraphExecDestroy(r.exec);
-                cudaEventDestroy(a);
-                cudaEventDestroy(e);
             }
             destroy(&L);
         }
+    if (!only) {
+        /* sleeping between polls (cu_persist_set_backoff) */
+        printf("\n| H | B | variant | backoff ns | us per step |\n|---|---|---|---|---|\n");
+        static const int HB[][2] = {{1024, 1}, {1024, 8}, {1024, 16}};
+        for (auto &hb : HB) {
+            layer L;
+            make(&L, hb[1], 300, hb[0]);
+            for (int v = 5; v <= 6; v++)
+                for (int ns : {0, 100, 400}) {
+                    cu_persist_set_backoff(ns);
+                    float ms = time_variant(v, blas, s, &L);
+                    printf("| %d | %d | %d %s | %d | %.2f |\n", hb[0], hb[1], v, names[v], ns, ms * 1e3 / 300);
+                    fflush(stdout);
+                }
+            cu_persist_set_backoff(0);
+            destroy(&L);
+        }
+    }
     return fails ? 1 : 0;
 }

@@ -26,6 +26,7 @@ extern "C" {
 #include "cu_encoder.h"
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_persist.h"
 #include "cu_weights.h"
 #include "gpu_models.h"
 extern "C" {
@@ -628,7 +629,8 @@ static void test_encoder(void **state)
                                      mc.name, dt_name(dt), persist, sub_idx[i], t);
                 }
                 if (persist > 0 && cu_encoder_persistent_layers(e) == 0) fail_msg("encoder: no layer took the persistent path");
-                if (persist == 0 && !fused && (dt == CU_F16) != (cu_encoder_persistent_layers(e) > 0))
+                if (persist == 0 && !fused &&
+                    (dt == CU_F16 && cu_round_up_i(B, 8) <= CU_PERSIST_AUTO_MAX_B) != (cu_encoder_persistent_layers(e) > 0))
                     fail_msg("encoder: default path %s: %d persistent layers", dt_name(dt), cu_encoder_persistent_layers(e));
                 if (persist < 0 && cu_encoder_persistent_layers(e) != 0) fail_msg("encoder: persistent path taken when off");
                 if (fused != cu_encoder_fused_steps(e)) fail_msg("encoder: fused steps %d, asked %d", cu_encoder_fused_steps(e), fused);
