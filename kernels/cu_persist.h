@@ -16,7 +16,11 @@
  * recurrent product of a row is summed in a fixed order (each warp's K slice in mma order, then the 8
  * warp partials in order), independent of the batch and of the sync mode, so an utterance's result does
  * not depend on the others in the batch. It differs from the cuBLAS path in rounding only, so a runner
- * uses one path for every batch (chosen by max_batch at create). */
+ * uses one path for every batch (chosen by max_batch at create).
+ *
+ * Status (H100, kernels/dev/NOTES.md): 2.4 us per layer-step at H = 1024, B = 1 (per-step graph path
+ * 5.9, cuDNN ~1.7); faster than the graph path up to B = 16, a tie at 32, slower at 64 (every block reads
+ * all of h from L2 each step). The counter mode is always chosen; the tagged mode measured slower. */
 #ifndef RNNT_CU_PERSIST_H
 #define RNNT_CU_PERSIST_H
 
