@@ -12,7 +12,7 @@
 #   4. engine: bench_engine on a random MLPerf-shaped model (host time after the runner's input check);
 #   5. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1).
 # Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of
-#   cli,suite,load,load2,cpuload,engine,racecheck (default cli,suite,load,cpuload)
+#   cli,suite,load,load2,loaddefault,cpuload,engine,racecheck (default cli,suite,load,cpuload)
 set -u
 steps=${1:-cli,suite,load,cpuload}
 OUT=${OUT:-/tmp/out}
@@ -150,6 +150,12 @@ if has load2; then
   log "rnntd --backend cuda on $M, 2 workers"
   serve_loads cuda "$(printf '%s\n' "$GPU_CONF" | sed "s/  max_batch: 256/  workers: 2\n  max_batch: 256/")" \
     "gpu2w-512 8 64 20" "gpu2w-real-512 8 64 20 $M/samples/*.npy"
+fi
+
+if has loaddefault; then
+  log "rnntd --backend cuda on $M with the shipped defaults (max_batch 16: fp16 runners use the persistent recurrence)"
+  serve_loads cuda "log:
+  requests: false" "default-1 1 1 10 $M/samples/*.npy" "default-16 1 16 15 $M/samples/*.npy"
 fi
 
 if has cpuload; then
