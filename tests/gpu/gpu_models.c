@@ -146,7 +146,10 @@ float *gm_features(int frames, int F, const float *mean, const float *sd, uint64
         for (int f = 0; f < F; f++) {
             /* N(0, 0.8^2) noise (Box-Muller) plus a slowly varying part, so neighbouring frames are
              * related as in speech and the normalised values are spread as the random models expect */
-            float r1 = 0.5f * (tu_randu(seed) + 1.0f) + 1e-7f, r2 = tu_randu(seed);
+            /* r1 in (0, 1]: tu_randu can round to 1.0f, and r1 > 1 made logf positive and z NaN
+             * (the runner's input check caught it, about once per run of this test) */
+            float r1 = 0.5f * (tu_randu(seed) + 1.0f), r2 = tu_randu(seed);
+            r1 = r1 < 1e-7f ? 1e-7f : r1 > 1.0f ? 1.0f : r1;
             float z = sqrtf(-2.0f * logf(r1)) * cosf(3.14159265f * r2);
             float u = 0.8f * z + 0.6f * sinf(0.05f * (float)t * (float)(f % 5 + 1));
             x[(size_t)t * F + f] = mean ? mean[f] + sd[f] * u : u;
