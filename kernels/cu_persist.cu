@@ -10,7 +10,8 @@ constexpr int U = CU_PERSIST_U;
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
 constexpr int RS = 36; /* floats per (warp, column) row of the partial sums: 32 gate rows + pad (no bank conflicts) */
-constexpr size_t CTL_BYTES = 256;
+constexpr size_t CTL_BYTES = 2048; /* [0] counter, [1] done, [2] generation; warp w's counter at word 32 (w + 1) */
+constexpr int CTR_W = 32;          /* words between the per-warp arrival counters (one 128-byte line each) */
 constexpr int TAGGED_ROWS = 16; /* the tagged mode runs up to two n-tiles */
 static_assert(4 * U == 32, "a block's gate rows are one warp's lanes");
 
@@ -22,7 +23,7 @@ struct prm {
     const __half *x;
     const int *len;
     __half *y;
-    unsigned *ctl;        /* [0] arrival counter, [1] blocks done, [2] tag generation */
+    unsigned *ctl;        /* [0] arrival counter, [1] blocks done, [2] tag generation, [CTR_W (w + 1)] warp w's arrivals */
     __half *hb;           /* counter mode: h double buffer [2][nb][hp] */
     unsigned long long *ll; /* tagged mode: [2][nb][hp / 2] words {tag << 32 | h[k+1] << 16 | h[k]} */
     int backoff;          /* ns to sleep between polls (0: spin) */
@@ -59,6 +60,14 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+/* spin until *p >= target (a lost block traps instead of hanging) */
+__device__ __forceinline__ void spin_until(const unsigned *p, unsigned target, int backoff)
+{
+    for (unsigned spins = 0; ld_acquire(p) < target; spins++) {
+        if (spins > (1u << 26)) __trap();
+        if (backoff) __nanosleep(backoff);
+    }
+}
 __device__ __forceinline__ void ld_relaxed_v2(const unsigned long long *p, unsigned long long &a, unsigned long long &b)
 {
     asm volatile("ld.relaxed.gpu.global.v2.u64 {%0,%1}, [%2];\n" : "=l"(a), "=l"(b) : "l"(p) : "memory");
@@ -90,11 +99,14 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int nb = P.nb, T = P.T, H = P.H, hp = P.hp, j0 = blockIdx.x * U;
     const unsigned nblk = gridDim.x;
-    const int kc = w * (KS * 16) + q * (KS * 4); /* this thread's K slice: KS * 4 contiguous h values */
+    /* This thread's K values: KS / 2 chunks of 8 (16 bytes), chunk v at kch(v) = 8 (w * 2KS + 4v + q): the
+     * four lanes of a row read 64 contiguous bytes per load (two full 32-byte sectors; v2 read 16-byte
+     * pieces 64 bytes apart, so every sector crossed the L2 twice). */
+    auto kch = [&](int v) { return 8 * (w * (2 * KS) + 4 * v + q); };
 
-    /* A fragments: row R of the block is gate R / 8 of unit j0 + R % 8. Step s of this thread uses
-     * K = kc + 4s + {0, 1} as the fragment's columns 2q, 2q+1 and kc + 4s + {2, 3} as 2q+8, 2q+9 (the
-     * same permutation as the B side, so the dot products are unchanged). */
+    /* A fragments: row R of the block is gate R / 8 of unit j0 + R % 8. Step s = 2v + e of this thread
+     * uses K = kch(v) + 4e + {0, 1} as the fragment's columns 2q, 2q+1 and kch(v) + 4e + {2, 3} as 2q+8,
+     * 2q+9 (the same permutation as the B side, so the dot products are unchanged). */
     uint32_t A[2][KS][4];
 #pragma unroll
     for (int mt = 0; mt < 2; mt++) {
@@ -104,7 +116,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
         const __half z = __float2half_rn(0.0f);
 #pragma unroll
         for (int s = 0; s < KS; s++) {
-            const int k = kc + 4 * s;
+            const int k = kch(s >> 1) + 4 * (s & 1);
             __half va[4], vb[4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
@@ -140,25 +152,46 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
         const int b = n * 8 + g;
         lenf[n] = b < nb ? (P.len ? P.len[b] : T) : 0;
     }
+    /* Steps past the longest row (an encoder bucket is longer than its utterances) only produce zeros:
+     * the loop stops at Trun and the tail is zero-filled. mlw: longest row of this warp's cell rows (it
+     * arrives at step t while t + 1 < mlw: someone loads its h_t); mll: the same for warp index lane & 7
+     * (lanes 0-7 wait for that warp's arrivals in the per-warp modes). */
+    int mlw = 0, mll = 0;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        mlw = lenb[i] > mlw ? lenb[i] : mlw;
+        const int b = (lane & 7) + 8 * i, lb = b < nb ? (P.len ? P.len[b] : T) : 0;
+        mll = lb > mll ? lb : mll;
+    }
+    const int lmax = (int)__reduce_max_sync(0xffffffffu, (unsigned)mll), Trun = lmax < T ? lmax : T;
     const unsigned gen = *(volatile unsigned *)&P.ctl[2];
     const size_t hbs = (size_t)nb * hp, lls = (size_t)nb * (hp / 2);
+    unsigned *const ctr_w = P.ctl + CTR_W * (w + 1), *const ctr_l = P.ctl + CTR_W * ((lane & 7) + 1);
 
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < Trun; t++) {
         float *pt = part + (size_t)(t & 1) * WARPS * NC * RS;
+        if (MODE >= CU_PERSIST_SYNC_WARP && t > 0) {
+            /* every h_{t-1} row this block loads: warp index l arrived at steps s < t with s + 1 < mll(l) */
+            const int m1 = mll - 1, steps = t < m1 ? t : m1;
+            const bool poller = MODE == CU_PERSIST_SYNC_WARP ? lane < 8 : (w == 0 && lane < 8);
+            if (poller && steps > 0) spin_until(ctr_l, nblk * (unsigned)steps, P.backoff);
+            if (MODE == CU_PERSIST_SYNC_WARP) __syncwarp();
+            else __syncthreads();
+        }
         if (t > 0) {
 #pragma unroll
             for (int n0 = 0; n0 < NT; n0 += NG) {
                 uint32_t Bf[NG][KS][2];
-                if (MODE == CU_PERSIST_SYNC_COUNTER) {
-                    const __half *src = P.hb + (size_t)((t - 1) & 1) * hbs + kc;
+                if (MODE != CU_PERSIST_SYNC_TAGGED) {
+                    const __half *src = P.hb + (size_t)((t - 1) & 1) * hbs;
 #pragma unroll
                     for (int n = 0; n < NG; n++) {
                         const int b = (n0 + n) * 8 + g;
 #pragma unroll
                         for (int v = 0; v < KS / 2; v++) {
-                            const int k = kc + 8 * v;
+                            const int k = kch(v);
                             uint4 d = make_uint4(0, 0, 0, 0);
-                            if (t < lenf[n0 + n] && k < H) d = __ldcg((const uint4 *)(src + (size_t)b * hp) + v);
+                            if (t < lenf[n0 + n] && k < H) d = __ldcg((const uint4 *)(src + (size_t)b * hp + k));
                             if (k + 8 > H) {
                                 d.x = mask2(d.x, k, H), d.y = mask2(d.y, k + 2, H);
                                 d.z = mask2(d.z, k + 4, H), d.w = mask2(d.w, k + 6, H);
@@ -170,14 +203,14 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                 } else {
                     /* tagged words: h_{t-1} was written with tag gen + t; retry the stale ones */
                     const unsigned want = gen + (unsigned)t;
-                    const unsigned long long *src = P.ll + (size_t)((t - 1) & 1) * lls + kc / 2;
+                    const unsigned long long *src = P.ll + (size_t)((t - 1) & 1) * lls;
                     unsigned long long wd[NG][KS][2];
                     bool ok[NG][KS];
 #pragma unroll
                     for (int n = 0; n < NG; n++) {
 #pragma unroll
                         for (int s = 0; s < KS; s++) {
-                            const int k = kc + 4 * s;
+                            const int k = kch(s >> 1) + 4 * (s & 1);
                             ok[n][s] = !(t < lenf[n0 + n] && k < H);
                             wd[n][s][0] = wd[n][s][1] = (unsigned long long)want << 32;
                         }
@@ -196,8 +229,8 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                             for (int s = 0; s < KS; s++)
                                 if (!ok[n][s]) {
                                     if (!probe || first) {
-                                        ld_relaxed_v2(src + (size_t)b * (hp / 2) + 2 * s, wd[n][s][0], wd[n][s][1]);
-                                        const int k = kc + 4 * s;
+                                        const int k = kch(s >> 1) + 4 * (s & 1);
+                                        ld_relaxed_v2(src + (size_t)b * (hp / 2) + k / 2, wd[n][s][0], wd[n][s][1]);
                                         ok[n][s] = (unsigned)(wd[n][s][0] >> 32) == want &&
                                                    (k + 2 >= H || (unsigned)(wd[n][s][1] >> 32) == want);
                                         if (first) fresh = ok[n][s];
@@ -214,7 +247,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                     for (int n = 0; n < NG; n++)
 #pragma unroll
                         for (int s = 0; s < KS; s++) {
-                            const int k = kc + 4 * s;
+                            const int k = kch(s >> 1) + 4 * (s & 1);
                             uint32_t lo = (uint32_t)wd[n][s][0], hi = (uint32_t)wd[n][s][1];
                             if (k + 4 > H) lo = mask2(lo, k, H), hi = mask2(hi, k + 2, H);
                             Bf[n][s][0] = lo, Bf[n][s][1] = hi;
@@ -247,6 +280,10 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
         for (int i = 0; i < NT; i++) {
             const int b = w + 8 * i; /* warp-uniform */
             if (b >= nb) break;
+            if (t >= lenb[i]) { /* warp-uniform: a row past its length (a bucket's padding slot) outputs 0 */
+                hy[i] = __float2half_rn(0.0f);
+                continue;
+            }
             float v = xb[i];
             if (t > 0) {
                 const float *p = pt + (size_t)b * RS + lane;
@@ -262,12 +299,13 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
             const float hn = __fmul_rn(og, phi<HARD>(cn));
             c[i] = cn;
             const __half hh = jv ? __float2half_rn(hn) : __float2half_rn(0.0f);
-            if (MODE == CU_PERSIST_SYNC_COUNTER) {
-                if (lane < 8 && jv) P.hb[(size_t)(t & 1) * hbs + (size_t)b * hp + j] = hh;
+            /* h_t of row b is read at step t + 1 only if t + 1 < len[b] */
+            if (MODE != CU_PERSIST_SYNC_TAGGED) {
+                if (lane < 8 && jv && t + 1 < lenb[i]) P.hb[(size_t)(t & 1) * hbs + (size_t)b * hp + j] = hh;
             } else {
                 const unsigned bits = __half_as_ushort(hh);
                 const unsigned hi = __shfl_down_sync(0xffffffffu, bits, 1);
-                if (lane < 8 && !(lane & 1) && jv)
+                if (lane < 8 && !(lane & 1) && jv && t + 1 < lenb[i])
                     st_relaxed(P.ll + (size_t)(t & 1) * lls + (size_t)b * (hp / 2) + j / 2,
                                ((unsigned long long)tag << 32) | (unsigned long long)((hi << 16) | bits));
             }
@@ -290,27 +328,43 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
                     P.y[b * P.ldy_b + (size_t)t * hp + col] = __float2half_rn(0.0f);
                 }
         };
-        if (MODE == CU_PERSIST_SYNC_COUNTER && t + 1 < T) {
+        if (MODE == CU_PERSIST_SYNC_COUNTER && t + 1 < Trun) {
             __syncthreads();
             if (tid == 0) red_release_add(&P.ctl[0], 1u);
             finish();
-            if (tid == 0) {
-                const unsigned target = nblk * (unsigned)(t + 1);
-                for (unsigned spins = 0; ld_acquire(&P.ctl[0]) < target; spins++) {
-                    if (spins > (1u << 26)) __trap();
-                    if (P.backoff) __nanosleep(P.backoff);
-                }
-            }
+            if (tid == 0) spin_until(&P.ctl[0], nblk * (unsigned)(t + 1), P.backoff);
             __syncthreads();
+        } else if (MODE >= CU_PERSIST_SYNC_WARP) {
+            /* per-warp arrival, no block barrier: the warp's h stores, then lane 0's release */
+            if (t + 1 < mlw) {
+                __syncwarp();
+                if (lane == 0) red_release_add(ctr_w, 1u);
+            }
+            finish();
         } else {
             finish();
         }
     }
-    /* the last block out resets the counter and advances the tag generation past every tag written */
+    /* steps Trun..T-1: zeros (this block's units of every row; block 0 also the pad columns) */
+    if (Trun < T) {
+        const int n_t = T - Trun;
+        for (int i = tid; i < nb * n_t * U; i += THREADS) {
+            const int u = i % U, r = i / U, b = r % nb, tt = Trun + r / nb;
+            if (j0 + u < H) P.y[b * P.ldy_b + (size_t)tt * hp + j0 + u] = __float2half_rn(0.0f);
+        }
+        if (blockIdx.x == 0 && hp > H)
+            for (int i = tid; i < nb * n_t * (hp - H); i += THREADS) {
+                const int col = H + i % (hp - H), r = i / (hp - H), b = r % nb, tt = Trun + r / nb;
+                P.y[b * P.ldy_b + (size_t)tt * hp + col] = __float2half_rn(0.0f);
+            }
+    }
+    /* the last block out resets the counters and advances the tag generation past every tag written */
+    __syncthreads();
     if (tid == 0) {
         __threadfence();
         if (atomicAdd(&P.ctl[1], 1u) == nblk - 1) {
             P.ctl[0] = 0;
+            for (int k = 1; k <= WARPS; k++) P.ctl[CTR_W * k] = 0;
             P.ctl[1] = 0;
             P.ctl[2] = gen + (unsigned)T;
             __threadfence();
@@ -327,6 +381,8 @@ kern_t pick_mode(int mode)
         if (NT <= 2) return k_persist<HARD, KS, (NT <= 2 ? NT : 2), CU_PERSIST_SYNC_TAGGED>;
         return NULL;
     }
+    if (mode == CU_PERSIST_SYNC_WARP) return k_persist<HARD, KS, NT, CU_PERSIST_SYNC_WARP>;
+    if (mode == CU_PERSIST_SYNC_WARP_BLOCK) return k_persist<HARD, KS, NT, CU_PERSIST_SYNC_WARP_BLOCK>;
     return k_persist<HARD, KS, NT, CU_PERSIST_SYNC_COUNTER>;
 }
 
@@ -390,9 +446,12 @@ rnnt_status cu_lstm_persist(cudaStream_t stream, rnnt_lstm_act act, int nb, int 
     if (!cu_persist_fits(H, nb, &blocks) || hp % 8)
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: persistent LSTM does not fit H=%d, %d rows", H, nb);
     int nt = nt_of(nb), ks = ks_of(H);
-    /* measured on the H100 (kernels/dev/NOTES.md): the counter was faster at every batch */
-    if (sync == CU_PERSIST_SYNC_AUTO) sync = CU_PERSIST_SYNC_COUNTER;
+    /* measured on the H100 (kernels/dev/NOTES.md, v3 runs 5-6): the counter at one n-tile (B <= 8) and at
+     * eight, per-warp sync at two and four (B = 16: 3.5 vs 3.8-4.1 us per step, B = 32: 5.8 vs 5.9-6.0
+     * with every row live); all modes give bitwise the same results */
+    if (sync == CU_PERSIST_SYNC_AUTO) sync = nt == 2 || nt == 4 ? CU_PERSIST_SYNC_WARP : CU_PERSIST_SYNC_COUNTER;
     if (sync == CU_PERSIST_SYNC_TAGGED && nt > 2) sync = CU_PERSIST_SYNC_COUNTER;
+    if (sync < CU_PERSIST_SYNC_COUNTER || sync > CU_PERSIST_SYNC_WARP_BLOCK) sync = CU_PERSIST_SYNC_COUNTER;
     kern_t kern = act == RNNT_ACT_HARD ? pick_ks<true>(ks, nt, sync) : pick_ks<false>(ks, nt, sync);
     size_t smem = smem_of(nt);
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

@@ -18,9 +18,13 @@
  * not depend on the others in the batch. It differs from the cuBLAS path in rounding only, so a runner
  * uses one path for every batch (chosen by max_batch at create).
  *
- * Status (H100, kernels/dev/NOTES.md): 2.4 us per layer-step at H = 1024, B = 1 (per-step graph path
- * 5.9, cuDNN ~1.7); faster than the graph path up to B = 16, a tie at 32, slower at 64 (every block reads
- * all of h from L2 each step). The counter mode is always chosen; the tagged mode measured slower. */
+ * Steps past the longest row are not run (zero-filled), rows past their length are neither loaded nor
+ * computed.
+ *
+ * Status (H100, kernels/dev/NOTES.md, v3): 2.06 us per layer-step at H = 1024, B = 1 in the lab (per-step
+ * graph path 5.7, cuDNN ~1.7); faster than the graph path up to B = 32, slower at 64 (every block reads
+ * all of h from L2 each step). AUTO sync: the counter at B <= 8 and B > 32, per-warp sync
+ * (SYNC_WARP) at 9-32 rows; tagged h words measured slower everywhere. */
 #ifndef RNNT_CU_PERSIST_H
 #define RNNT_CU_PERSIST_H
 
@@ -30,10 +34,20 @@
 #define CU_PERSIST_MAX_B 64 /* batch rows per launch */
 #define CU_PERSIST_MAX_H 1024
 /* Encoders of fp16 runners of up to this max_batch use the persistent kernel by default (cu_encoder.h):
- * where it measured faster than the per-step graph path on the H100 (kernels/dev/NOTES.md). */
-#define CU_PERSIST_AUTO_MAX_B 16
+ * where it measured faster than the per-step graph path on the H100 (kernels/dev/NOTES.md: v3, B = 32
+ * 10.1 vs 12.0 ms; B = 64 20.9 vs 13.3). */
+#define CU_PERSIST_AUTO_MAX_B 32
 
-enum { CU_PERSIST_SYNC_AUTO = -1, CU_PERSIST_SYNC_COUNTER = 0, CU_PERSIST_SYNC_TAGGED = 1 };
+/* COUNTER: one arrival per block (block barrier, red.release), thread 0 spins, block barrier; TAGGED:
+ * tagged h words, no barrier; WARP: one arrival per warp on its own counter (no block barrier), every
+ * warp spins on the 8 counters itself; WARP_BLOCK: per-warp arrivals, warp 0 spins, block barrier. */
+enum {
+    CU_PERSIST_SYNC_AUTO = -1,
+    CU_PERSIST_SYNC_COUNTER = 0,
+    CU_PERSIST_SYNC_TAGGED = 1,
+    CU_PERSIST_SYNC_WARP = 2,
+    CU_PERSIST_SYNC_WARP_BLOCK = 3
+};
 
 /* Whether a layer of H hidden units and up to nb_max rows can run persistently on this device
  * (H <= CU_PERSIST_MAX_H, one block per CU_PERSIST_U units co-resident); fills *blocks. */

@@ -7,12 +7,15 @@
  *   4  per step ONE fused kernel (cu_lstm_step_fused: warp per unit, W_hh from L2), as a CUDA graph
  *   5  variant 3 with the arrival-counter barrier forced
  *   6  variant 3 with tagged h words (no barrier) forced (B <= 16)
+ *   7  variant 3 with per-warp arrivals and per-warp spins (no block barrier around the sync)
+ *   8  variant 3 with per-warp arrivals, warp 0 spins, one block barrier
  *
  *   lab_lstm_layer [variant]      check every variant (or one) against the CPU reference, then time
  *   lab_lstm_layer V H B T        run variant V once on one shape (for ncu), no check
  *
  * Check: T = 24 steps, max |gpu - cpu| over every output (the CPU reference rounds h to fp16 each step,
- * as the GPU stores it). Bench: T = 300, H = 1024 and 512, B = 1, 8, 32, 64; median of 20 (CUDA events). */
+ * as the GPU stores it). Bench: T = 300, H = 1024 and 512, B = 1, 8, 16, 32, 64, 256 (rows other than row 0 of random
+ * length), then B = 8-64 with every row full length; median of 20 (CUDA events). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +81,9 @@ static void up16(__half **d, const std::vector<float> &h)
     CK(cudaMemcpy(*d, t.data(), t.size() * 2, cudaMemcpyHostToDevice));
 }
 
-static void make(layer *L, int B, int T, int H)
+/* lens: 0 row 0 full length, the others random; 1 every row full length; 2 row 0 five steps short, the
+ * others random (the kernel stops at the longest row and zero-fills the rest) */
+static void make(layer *L, int B, int T, int H, int lens = 0)
 {
     L->B = B, L->T = T, L->H = H, L->hp = (H + 7) / 8 * 8, L->g4 = (4 * H + 7) / 8 * 8;
     L->x.resize((size_t)B * T * L->g4);
@@ -91,7 +96,7 @@ static void make(layer *L, int B, int T, int H)
     L->len.resize(B);
     for (int b = 0; b < B; b++) {
         frand();
-        L->len[b] = b == 0 ? T : (int)((rs >> 33) % (uint64_t)(T + 1));
+        L->len[b] = lens == 1 ? T : b == 0 ? (lens == 2 ? T - 5 : T) : (int)((rs >> 33) % (uint64_t)(T + 1 - (lens == 2 ? 5 : 0)));
     }
     up16(&L->dx, L->x);
     up16(&L->dw, L->w);
@@ -171,11 +176,18 @@ static void run_persist(cudaStream_t s, layer *L, int sync)
     RK(cu_lstm_persist(s, RNNT_ACT_HARD, L->B, L->T, L->H, L->hp, L->g4, L->dw, L->dbias, L->dx, (size_t)L->T * L->g4,
                        L->dlen, L->dy, (size_t)L->T * L->hp, L->dhb, L->hb_bytes, sync, err, errlen));
 }
-static int sync_of(int v) { return v == 5 ? CU_PERSIST_SYNC_COUNTER : v == 6 ? CU_PERSIST_SYNC_TAGGED : CU_PERSIST_SYNC_AUTO; }
+static int sync_of(int v)
+{
+    return v == 5 ? CU_PERSIST_SYNC_COUNTER
+         : v == 6 ? CU_PERSIST_SYNC_TAGGED
+         : v == 7 ? CU_PERSIST_SYNC_WARP
+         : v == 8 ? CU_PERSIST_SYNC_WARP_BLOCK
+                  : CU_PERSIST_SYNC_AUTO;
+}
 static int applies(int v, int H, int B)
 {
     if (v == 4) return cu_step_fused_rows(B) != 0;
-    if (v == 3 || v == 5) return cu_persist_fits(H, B, NULL);
+    if (v == 3 || v == 5 || v == 7 || v == 8) return cu_persist_fits(H, B, NULL);
     if (v == 6) return B <= 16 && cu_persist_fits(H, B, NULL);
     return 1;
 }
@@ -242,7 +254,8 @@ int main(int argc, char **argv)
     cublasHandle_t blas;
     RK(cu_blas_create(s, ws, 32 << 20, &blas, err, errlen));
     static const char *names[] = {"", "steps: cuBLAS + cell kernel", "steps as a CUDA graph", "persistent kernel (auto sync)",
-                                  "fused step kernel, graph", "persistent, counter barrier", "persistent, tagged h"};
+                                  "fused step kernel, graph", "persistent, counter barrier", "persistent, tagged h",
+                                  "persistent, per-warp sync", "persistent, per-warp arrivals, warp 0 spins"};
     if (argc == 5) {
         layer L;
         make(&L, atoi(argv[3]), atoi(argv[4]), atoi(argv[2]));
@@ -253,14 +266,15 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    static const int checks[][2] = {{1024, 1}, {1024, 17}, {512, 64}, {100, 3}, {320, 8}, {1023, 9}, {17, 5}, {63, 16}};
+    static const int checks[][3] = {{1024, 1, 0}, {1024, 17, 0}, {512, 64, 0}, {100, 3, 0}, {320, 8, 0},
+                                    {1023, 9, 0}, {17, 5, 0}, {63, 16, 0}, {1024, 33, 2}, {256, 1, 2}};
     int fails = 0;
     for (auto &ck : checks) {
         layer L;
-        make(&L, ck[1], 24, ck[0]);
+        make(&L, ck[1], 24, ck[0], ck[2]);
         std::vector<float> ref = reference(&L);
         std::vector<__half> first; /* the first persistent variant's output: every other one must equal it bitwise */
-        for (int v = 1; v <= 6; v++) {
+        for (int v = 1; v <= 8; v++) {
             if (only && v != only) continue;
             if (!applies(v, L.H, L.B)) {
                 printf("check H=%d B=%d variant %d: does not apply\n", L.H, L.B, v);
@@ -299,8 +313,8 @@ int main(int argc, char **argv)
                 if (*same == ',' && same[2] == 'N') fails++;
             }
             if (!(worst <= 2e-2)) fails++;
-            printf("check H=%d B=%d variant %d (%s): max |gpu - cpu| = %.3g %s%s\n", L.H, L.B, v, names[v], worst,
-                   worst <= 2e-2 ? "ok" : "FAIL", same);
+            printf("check H=%d B=%d%s variant %d (%s): max |gpu - cpu| = %.3g %s%s\n", L.H, L.B, ck[2] == 2 ? " (all rows short)" : "",
+                   v, names[v], worst, worst <= 2e-2 ? "ok" : "FAIL", same);
             if (r.exec) cudaGraphExecDestroy(r.exec);
         }
         destroy(&L);
@@ -313,8 +327,10 @@ int main(int argc, char **argv)
         for (int B : Bs) {
             layer L;
             make(&L, B, 300, H);
-            for (int v = 1; v <= 6; v++) {
+            for (int v = 1; v <= 8; v++) {
                 if (only && v != only) continue;
+                if (v == 3) continue; /* AUTO: the same kernel as one of 5, 7, 8 */
+                if (v == 6 && B > 8) continue; /* tagged: slower everywhere (NOTES.md) */
                 if (v == 1 && B > 1) continue; /* direct launches: shown at B = 1 only */
                 if (v == 4 && B > 8) continue;  /* slower than the graph path from B = 8 on (NOTES.md) */
                 if (!applies(v, H, B)) continue;
@@ -325,20 +341,18 @@ int main(int argc, char **argv)
             destroy(&L);
         }
     if (!only) {
-        /* sleeping between polls (cu_persist_set_backoff) */
-        printf("\n| H | B | variant | backoff ns | us per step |\n|---|---|---|---|---|\n");
-        static const int HB[][2] = {{1024, 1}, {1024, 8}, {1024, 16}};
+        /* every row full length (as in bench_encoder): the cost of live rows, without the random lengths */
+        printf("\n| H | B (all rows T) | variant | us per step |\n|---|---|---|---|\n");
+        static const int HB[][2] = {{1024, 8}, {1024, 16}, {1024, 32}, {1024, 64}, {512, 64}};
         for (auto &hb : HB) {
             layer L;
-            make(&L, hb[1], 300, hb[0]);
-            for (int v = 5; v <= 6; v++)
-                for (int ns : {0, 100, 400}) {
-                    cu_persist_set_backoff(ns);
-                    float ms = time_variant(v, blas, s, &L);
-                    printf("| %d | %d | %d %s | %d | %.2f |\n", hb[0], hb[1], v, names[v], ns, ms * 1e3 / 300);
-                    fflush(stdout);
-                }
-            cu_persist_set_backoff(0);
+            make(&L, hb[1], 300, hb[0], 1);
+            for (int v : {2, 5, 7, 8}) {
+                if (!applies(v, hb[0], hb[1])) continue;
+                float ms = time_variant(v, blas, s, &L);
+                printf("| %d | %d | %d %s | %.2f |\n", hb[0], hb[1], v, names[v], ms * 1e3 / 300);
+                fflush(stdout);
+            }
             destroy(&L);
         }
     }

@@ -564,8 +564,8 @@ static void test_encoder(void **state)
             /* (graphs, persistent recurrence, fused steps): per-step GEMMs launched directly and as graphs,
              * the persistent kernel asked for (fp16), the fused step kernel, the default choice (persistent
              * for fp16 runners of <= CU_PERSIST_AUTO_MAX_B, per-step GEMMs otherwise). The batch of 3 below
-             * runs the persistent kernel with one n-tile (tagged h words), the batch of 17 with four (the
-             * arrival counter): bitwise equal outputs check that the sync mode does not touch the numerics. */
+             * runs the persistent kernel with one n-tile, the batch of 17 with four: bitwise equal outputs
+             * check that the n-tile count (and the rows past their length, skipped) do not touch the numerics. */
             static const int cfgs[][3] = {{0, -1, 0}, {1, -1, 0}, {1, 1, 0}, {1, 0, 1}, {1, 0, 0}};
             for (int ci = 0; ci < 5; ci++) {
                 int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2];
