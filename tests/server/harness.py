@@ -232,6 +232,20 @@ class Daemon:
                 out[k] = float(v)
         return out
 
+    def settled_metrics(self, timeout=10):
+        """Metrics once no request is held besides /metrics itself. A client has its answer
+        before the server's completion callback counts it, so counters read right after the
+        last reply can lag; this waits for them. Raises if requests stay held past timeout."""
+        end = time.monotonic() + timeout * SLOW
+        while True:
+            m = self.metrics()
+            if m["rnntd_requests_in_flight"] <= 1 and m["rnntd_pending_bytes"] == 0:
+                return m
+            if time.monotonic() > end:
+                raise AssertionError("requests still held: %s" %
+                                     {k: v for k, v in m.items() if "flight" in k or "pending" in k})
+            time.sleep(0.02)
+
     def raw(self, data, read_timeout=5, close_write=False):
         """Sends raw bytes, returns whatever comes back before the server closes or the timeout."""
         s = socket.create_connection(("127.0.0.1", self.port), timeout=5 * SLOW)

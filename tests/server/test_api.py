@@ -264,7 +264,7 @@ class Api(DaemonTest):
         st, hd, doc = self.d.transcribe(json_body(1, dim, [0.0] * dim), query="?lang=en")
         self.assertError(st, hd, doc, 400, "invalid_parameter")
         # Errors are counted by status.
-        m = self.d.metrics()
+        m = self.d.settled_metrics()
         self.assertGreaterEqual(m['rnntd_requests_total{endpoint="transcribe",code="422"}'], 4)
 
 

@@ -59,7 +59,7 @@ class Batching(DaemonTest):
             self.assertEqual(st, 200, doc)
             self.assertEqual(doc["batch_size"], 1 if rows else 0)  # zero frames skip the engine
             alone.append(doc)
-        before = self.d.metrics()
+        before = self.d.settled_metrics()
         # Batched: all at once, several rounds.
         n = len(self.bodies)
         for rnd in range(3):
@@ -72,7 +72,7 @@ class Batching(DaemonTest):
                 self.assertEqual(doc["text"], self.ref[self.inputs[i][0]]["text"])
                 sizes.append(doc["batch_size"])
             self.assertGreater(max(sizes), 1, "no batch formed in round %d: %s" % (rnd, sizes))
-        after = self.d.metrics()
+        after = self.d.settled_metrics()
         batches = after["rnntd_batches_total"] - before["rnntd_batches_total"]
         items = after["rnntd_batch_utterances_total"] - before["rnntd_batch_utterances_total"]
         self.assertEqual(items, 3 * sum(1 for _, rows, _ in self.inputs if rows))
@@ -100,7 +100,7 @@ class Batching(DaemonTest):
                 conn.close()
             return out
 
-        before = self.d.metrics()
+        before = self.d.settled_metrics()
         t0 = time.monotonic()
         results = run_threads(n_clients, client, 120 * SLOW)
         elapsed = time.monotonic() - t0
@@ -114,7 +114,7 @@ class Batching(DaemonTest):
                 self.assertEqual([t["id"] for t in doc["tokens"]], [t["id"] for t in ref["tokens"]])
                 self.assertEqual([t["frame"] for t in doc["tokens"]], [t["frame"] for t in ref["tokens"]])
                 sizes.append(doc["batch_size"])
-        after = self.d.metrics()
+        after = self.d.settled_metrics()
         ok = after['rnntd_requests_total{endpoint="transcribe",code="200"}'] - \
             before['rnntd_requests_total{endpoint="transcribe",code="200"}']
         self.assertEqual(ok, n_clients * per)
@@ -154,7 +154,7 @@ class Overload(DaemonTest):
         for st, hd, doc, dt in ok:
             self.assertEqual(doc["batch_size"], 4)
             self.assertGreater(dt, 2.5)
-        m = self.d.metrics()
+        m = self.d.settled_metrics()
         self.assertEqual(m['rnntd_rejected_total{reason="queue_full"}'], 6)
         self.assertEqual(m['rnntd_requests_total{endpoint="transcribe",code="503"}'], 6)
 
@@ -178,7 +178,7 @@ class MemoryBudget(DaemonTest):
         for st, hd, doc in res:
             if st == 503:
                 self.assertError(st, hd, doc, 503, "overloaded")
-        m = self.d.metrics()
+        m = self.d.settled_metrics()
         self.assertGreater(m['rnntd_rejected_total{reason="memory"}'], 0)
         self.assertEqual(m["rnntd_pending_bytes"], 0)
 

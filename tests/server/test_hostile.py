@@ -32,14 +32,7 @@ class Hostile(DaemonTest):
 
     def settle(self, timeout=10):
         """Waits until no request is held (in flight besides /metrics itself; nothing pending)."""
-        end = time.monotonic() + timeout * SLOW
-        while True:
-            m = self.d.metrics()
-            if m["rnntd_requests_in_flight"] <= 1 and m["rnntd_pending_bytes"] == 0:
-                return m
-            if time.monotonic() > end:
-                self.fail("requests still held: %s" % {k: v for k, v in m.items() if "flight" in k or "pending" in k})
-            time.sleep(0.05)
+        return self.d.settled_metrics(timeout)
 
     def sock(self):
         return socket.create_connection(("127.0.0.1", self.d.port), timeout=10 * SLOW)
