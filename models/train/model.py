@@ -17,7 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rnntd_ref.config import ModelConfig  # noqa: E402
+from lstm_fn import hard_lstm_seq  # noqa: E402
+
+# Hard LSTM layers run as one autograd Function with a hand-written backward (lstm_fn.py, several
+# times fewer kernels per step); RNNTD_TRAIN_LSTM=loop gives the plain autograd loop below instead.
+USE_SEQ_FN = os.environ.get("RNNTD_TRAIN_LSTM", "fn") != "loop"
 
 
 def stack_frames(x, k):
@@ -68,6 +74,8 @@ class HardLSTM(nn.Module):
         """x [B, T, I] -> [B, T, H] from zero state."""
         B, T, _ = x.shape
         xw = F.linear(x, self.weight_ih, self.bias_ih + self.bias_hh)
+        if self.activation == "hard" and USE_SEQ_FN:
+            return hard_lstm_seq(xw, self.weight_hh)
         h = x.new_zeros(B, self.hidden_size)
         c = x.new_zeros(B, self.hidden_size)
         whh = self.weight_hh.t()

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Time one training step of a model architecture on random data, by part, with the hard LSTM layers as
+the plain autograd loop and as the hand-written Function (lstm_fn.py).
+
+    python3 models/train/bench_step.py [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
+                                       [--reps 5] [--device cuda]
+
+A shape BxTxU is B utterances padded to T feature frames (lengths drawn from [0.7 T, T]) with up to U
+labels. Prints medians (ms) of: the whole step (forward, loss, backward, clipping, AdamW), the encoder's
+forward + backward alone, and the loss's forward + backward alone on fixed logits. Timings synchronise the
+device around each measured region; nothing is asserted.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+import model as train_model  # noqa: E402
+from loss import multiblank_rnnt_loss  # noqa: E402
+from rnntd_ref.config import load_config  # noqa: E402
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(dev, fn, reps):
+    fn()                                   # warm-up (allocator, cuBLAS handles)
+    out = []
+    for _ in range(reps):
+        sync(dev)
+        t0 = time.perf_counter()
+        fn()
+        sync(dev)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=os.path.join(HERE, "en-char-small.yaml"))
+    ap.add_argument("--shapes", default="300x400x50,80x1200x150")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--modes", default="loop,fn")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    cfg = load_config(a.model)
+    durations = list(cfg.big_blank_durations)
+    name = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu (%d threads)" % torch.get_num_threads()
+    print("model %s, %s, torch %s, median of %d" % (cfg.name, name, torch.__version__, a.reps))
+    print("| shape BxTxU | LSTM | step ms | encoder fwd+bwd ms | loss fwd+bwd ms | utterance-seconds / s |")
+    print("|---|---|---|---|---|---|")
+    for shape in a.shapes.split(","):
+        B, T, U = (int(v) for v in shape.split("x"))
+        g = torch.Generator().manual_seed(1)
+        flen = (T * (0.7 + 0.3 * torch.rand(B, generator=g))).long().clamp(1, T)
+        flen[0] = T
+        ulen = (U * (0.5 + 0.5 * torch.rand(B, generator=g))).long().clamp(1, U)
+        ulen[0] = U
+        feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
+        labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
+        flen, ulen = flen.to(dev), ulen.to(dev)
+        for mode in a.modes.split(","):
+            train_model.USE_SEQ_FN = mode == "fn"
+            torch.manual_seed(0)
+            m = train_model.TrainModel(cfg).to(dev).train()
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+
+            def step():
+                logits, enc_lens = m(feats, flen, labels)
+                loss = multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, 0.05)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 5.0)
+                opt.step()
+
+            def enc():
+                f, _ = m.encode(feats, flen)
+                f.sum().backward()
+
+            with torch.no_grad():
+                logits0, enc_lens0 = m(feats, flen, labels)
+
+            def loss_only():
+                lg = logits0.detach().requires_grad_(True)
+                multiblank_rnnt_loss(lg, labels, enc_lens0, ulen, durations, 0.05).backward()
+
+            t_step = timed(dev, step, a.reps)
+            t_enc = timed(dev, enc, a.reps)
+            t_loss = timed(dev, loss_only, a.reps)
+            audio_s = float(flen.sum()) / 100.0
+            print("| %s | %s | %.1f | %.1f | %.1f | %.0f |" % (shape, mode, t_step, t_enc, t_loss,
+                                                               audio_s / (t_step / 1e3)), flush=True)
+            del m, opt, logits0
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
