@@ -6,7 +6,8 @@ module to the reference: same weights, same encoder output and logits, same gree
 
 Differences from the reference, all numerically harmless: the hard sigmoid is computed on the whole
 gate vector at once as clamp(a * (1/6) + 0.5, 0, 1) (the reference divides by 6), and the two biases are
-added to the input projection of all steps at once.
+added to the input projection of all steps at once. Hard layers run through lstm_fn.HardLSTMSeq
+(F.hardsigmoid, i.e. min(max(x + 3, 0), 6) / 6, and a hand-written backward).
 """
 import math
 import os
