@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Time one training step of a model architecture on random data, by part, with the hard LSTM layers as
-the plain autograd loop and as the hand-written Function (lstm_fn.py).
+"""Time one training step of a model architecture on random data, by part, with autograd through the
+plain loops or the hand-written backwards: modes `loop` (LSTM layers and loss through autograd),
+`lstmfn` (lstm_fn.HardLSTMSeq, loss through autograd), `fn` (both hand-written; the default of train.py).
 
     python3 models/train/bench_step.py [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
-                                       [--reps 5] [--device cuda]
+                                       [--reps 5] [--modes loop,lstmfn,fn] [--device cuda]
 
 A shape BxTxU is B utterances padded to T feature frames (lengths drawn from [0.7 T, T]) with up to U
 labels. Prints medians (ms) of: the whole step (forward, loss, backward, clipping, AdamW), the encoder's
@@ -21,6 +22,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
+import loss as loss_mod  # noqa: E402
 import model as train_model  # noqa: E402
 from loss import multiblank_rnnt_loss  # noqa: E402
 from rnntd_ref.config import load_config  # noqa: E402
@@ -48,7 +50,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(HERE, "en-char-small.yaml"))
     ap.add_argument("--shapes", default="300x400x50,80x1200x150")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--modes", default="loop,fn")
+    ap.add_argument("--modes", default="loop,lstmfn,fn")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
     dev = torch.device(a.device)
@@ -57,7 +59,7 @@ def main():
     durations = list(cfg.big_blank_durations)
     name = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu (%d threads)" % torch.get_num_threads()
     print("model %s, %s, torch %s, median of %d" % (cfg.name, name, torch.__version__, a.reps))
-    print("| shape BxTxU | LSTM | step ms | encoder fwd+bwd ms | loss fwd+bwd ms | utterance-seconds / s |")
+    print("| shape BxTxU | backwards | step ms | encoder fwd+bwd ms | loss fwd+bwd ms | utterance-seconds / s |")
     print("|---|---|---|---|---|---|")
     for shape in a.shapes.split(","):
         B, T, U = (int(v) for v in shape.split("x"))
@@ -70,7 +72,8 @@ def main():
         labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
         flen, ulen = flen.to(dev), ulen.to(dev)
         for mode in a.modes.split(","):
-            train_model.USE_SEQ_FN = mode == "fn"
+            train_model.USE_SEQ_FN = mode in ("lstmfn", "fn")
+            loss_mod.USE_LATTICE_FN = mode == "fn"
             torch.manual_seed(0)
             m = train_model.TrainModel(cfg).to(dev).train()
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)

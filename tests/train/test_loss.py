@@ -6,6 +6,7 @@ import unittest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "train"))
+import loss as loss_mod  # noqa: E402
 from loss import brute_force_loglik, multiblank_rnnt_loglik, multiblank_rnnt_loss  # noqa: E402
 
 
@@ -62,6 +63,48 @@ class TestMultiblankLoss(unittest.TestCase):
         loss = f(logits)
         loss.backward()
         self.assertTrue(bool(torch.isfinite(logits.grad).all()))
+
+    def both_paths(self, logits, labels, Tl, Ul, durations, sigma):
+        """(loss, grad) through the hand-written backward and through autograd on the alpha loop."""
+        out = []
+        saved = loss_mod.USE_LATTICE_FN
+        try:
+            for fn in (True, False):
+                loss_mod.USE_LATTICE_FN = fn
+                x = logits.clone().requires_grad_(True)
+                w = torch.linspace(0.5, 1.5, logits.shape[0], dtype=logits.dtype)   # unequal upstream grads
+                ll = multiblank_rnnt_loglik(x, labels, Tl, Ul, durations, sigma)
+                (ll * w).sum().backward()
+                out.append((ll.detach(), x.grad))
+        finally:
+            loss_mod.USE_LATTICE_FN = saved
+        return out
+
+    def test_handwritten_backward_matches_autograd(self):
+        for seed, B, T, U, V, durs, sigma in [(11, 1, 1, 0, 3, (), 0.0), (12, 1, 7, 4, 5, (2, 4, 8), 0.05),
+                                              (13, 3, 9, 5, 4, (2, 4), 0.0), (14, 5, 13, 6, 6, (2, 4, 8), 0.05),
+                                              (15, 7, 20, 3, 28, (3,), 0.1), (16, 4, 6, 9, 5, (2, 4, 8), 0.05)]:
+            with self.subTest(seed=seed, B=B, T=T, U=U, durations=durs):
+                logits, labels, Tl, Ul = case(seed, B, T, U, V, durs)
+                (ll1, g1), (ll0, g0) = self.both_paths(logits, labels, Tl, Ul, durs, sigma)
+                torch.testing.assert_close(ll1, ll0, rtol=0, atol=0)          # same forward code
+                err = ((g1 - g0).norm() / g0.norm()).item()
+                self.assertLess(err, 1e-12)
+                # padding past an utterance's end gets no gradient
+                for b in range(B):
+                    self.assertEqual(float(g1[b, int(Tl[b]):].abs().sum()), 0.0)
+                    self.assertEqual(float(g1[b, :, int(Ul[b]) + 1:].abs().sum()), 0.0)
+
+    def test_handwritten_backward_gradcheck(self):
+        logits, labels, Tl, Ul = case(17, 3, 7, 3, 4, (2, 4))
+        logits.requires_grad_(True)
+        saved = loss_mod.USE_LATTICE_FN
+        loss_mod.USE_LATTICE_FN = True
+        try:
+            f = lambda x: multiblank_rnnt_loss(x, labels, Tl, Ul, (2, 4), 0.05, reduction="mean")  # noqa: E731
+            self.assertTrue(torch.autograd.gradcheck(f, (logits,), eps=1e-6, atol=1e-5))
+        finally:
+            loss_mod.USE_LATTICE_FN = saved
 
     def test_float32_large_gradients_finite(self):
         logits, labels, Tl, Ul = case(7, 3, 40, 20, 28, (2, 4, 8), dtype=torch.float32)
