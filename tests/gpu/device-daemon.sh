@@ -10,7 +10,8 @@
 #      same load against --backend cpu on this machine's cores for comparison (load2: the GPU daemon
 #      with 2 workers, so one batch's host work overlaps the other's GPU work);
 #   4. engine: bench_engine on a random MLPerf-shaped model (host time after the runner's input check);
-#   5. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1).
+#   5. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1), one run per test
+#      (RACE_TESTS, each within RACE_TIMEOUT s; RACE_ENV as below).
 # Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of
 #   cli,suite,load,load2,loaddefault,cpuload,engine,racecheck (default cli,suite,load,cpuload)
 set -u
@@ -176,9 +177,15 @@ if has racecheck; then
   # RACE_ENV: extra settings; with CUDA graphs on, racecheck aborted inside the tool ("Resource deadlock
   # avoided"), so by default the same kernels run launched one by one
   race_env=${RACE_ENV-RNNT_CUDA_GRAPHS=0 RNNT_CUDA_DECODE=host}
-  log "compute-sanitizer --tool racecheck test_cuda_engine (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=0 OPENBLAS_NUM_THREADS=1 $race_env)"
-  env $race_env RNNT_TEST_DATA=$PWD/tests/data OPENBLAS_NUM_THREADS=1 RNNT_CUDA_MAPPED=0 RNNT_TEST_QUICK=1 \
-    timeout $(tmo 400) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine > "$OUT/racecheck.log" 2>&1
-  echo "exit $?"; grep -E "^\[ *(OK|FAILED|PASSED) |RACECHECK SUMMARY|ERROR" "$OUT/racecheck.log" | head -20; tail -3 "$OUT/racecheck.log"
+  # RACE_TESTS: one racecheck run per test (RNNT_TEST_ONLY), each bounded by RACE_TIMEOUT s, so a slow
+  # test shows which one it was and the others still report
+  : > "$OUT/racecheck.log"
+  for t in ${RACE_TESTS:-test_generated test_golden test_extra_models test_fp16_agreement test_numeric test_errors}; do
+    log "compute-sanitizer --tool racecheck test_cuda_engine $t (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=0 OPENBLAS_NUM_THREADS=1 $race_env)" | tee -a "$OUT/racecheck.log"
+    env $race_env RNNT_TEST_ONLY=$t RNNT_TEST_DATA=$PWD/tests/data OPENBLAS_NUM_THREADS=1 RNNT_CUDA_MAPPED=0 RNNT_TEST_QUICK=1 \
+      timeout $(tmo ${RACE_TIMEOUT:-300}) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine >> "$OUT/racecheck.log" 2>&1
+    echo "exit $?" | tee -a "$OUT/racecheck.log"
+  done
+  grep -E "^== |^exit |^\[ *(OK|FAILED|PASSED) |RACECHECK SUMMARY|ERROR" "$OUT/racecheck.log" | head -40
 fi
 log done
