@@ -46,24 +46,25 @@ USE_LATTICE_FN = os.environ.get("RNNTD_TRAIN_LOSS", "fn") != "autograd"
 
 
 def _alpha(blank, bigs, lab, durations):
-    """alpha [B, T, U+1] (module docstring); bigs indexable by i -> [B, T, U+1]."""
+    """alpha [B, T, U+1] (module docstring); bigs indexable by i -> [B, T, U+1]. Rows are separate tensors
+    stacked at the end, so autograd through it records no in-place writes."""
     B, T, U1 = blank.shape
-    C = torch.cat([blank.new_zeros(B, T, 1), torch.cumsum(lab, dim=2)], dim=2)
-    alpha = blank.new_empty(B, T, U1)
+    C = torch.cat([blank.new_zeros(B, T, 1), torch.cumsum(lab, dim=2)], dim=2)   # sum_{j<u} lab[t, j]
+    alphas = []
     init = torch.full((B, U1), NEG, device=blank.device, dtype=blank.dtype)
     init[:, 0] = 0.0
     for t in range(T):
         if t == 0:
             a = init
         else:
-            terms = [alpha[:, t - 1] + blank[:, t - 1]]
+            terms = [alphas[t - 1] + blank[:, t - 1]]
             for i, d in enumerate(durations):
                 if t >= d:
-                    terms.append(alpha[:, t - d] + bigs[i][:, t - d])
+                    terms.append(alphas[t - d] + bigs[i][:, t - d])
             a = terms[0] if len(terms) == 1 else torch.logsumexp(torch.stack(terms), dim=0)
         Ct = C[:, t]
-        alpha[:, t] = Ct + torch.logcumsumexp(a - Ct, dim=1)
-    return alpha
+        alphas.append(Ct + torch.logcumsumexp(a - Ct, dim=1))
+    return torch.stack(alphas, dim=1) if alphas else blank.new_zeros(B, 0, U1)
 
 
 def _final(alpha, blank, bigs, Tl, Ul, durations):
@@ -134,34 +135,10 @@ def multiblank_rnnt_loglik(logits, labels, logit_lens, label_lens, durations=(),
         big = torch.stack(bigs) if bigs else blank.new_zeros((0,) + tuple(blank.shape))
         return _Lattice.apply(blank, big, lab, logit_lens.long().to(dev), label_lens.long().to(dev),
                               tuple(int(d) for d in durations))
-    B, T, U1 = blank.shape
+    # autograd through the alpha loop
     dev = blank.device
-    # C[t, u] = sum_{j<u} lab[t, j]
-    C = torch.cat([blank.new_zeros(B, T, 1), torch.cumsum(lab, dim=2)], dim=2)
-    alphas = []
-    init = torch.full((B, U1), NEG, device=dev, dtype=blank.dtype)
-    init[:, 0] = 0.0
-    for t in range(T):
-        if t == 0:
-            a = init
-        else:
-            terms = [alphas[t - 1] + blank[:, t - 1]]
-            for i, d in enumerate(durations):
-                if t >= d:
-                    terms.append(alphas[t - d] + bigs[i][:, t - d])
-            a = terms[0] if len(terms) == 1 else torch.logsumexp(torch.stack(terms), dim=0)
-        Ct = C[:, t]
-        alphas.append(Ct + torch.logcumsumexp(a - Ct, dim=1))
-    alpha = torch.stack(alphas, dim=1)                          # [B, T, U+1]
-    b = torch.arange(B, device=dev)
-    Tl, Ul = logit_lens.long().to(dev), label_lens.long().to(dev)
-    final = [alpha[b, Tl - 1, Ul] + blank[b, Tl - 1, Ul]]
-    for i, d in enumerate(durations):
-        ok = Tl >= d
-        td = torch.clamp(Tl - d, min=0)
-        v = alpha[b, td, Ul] + bigs[i][b, td, Ul]
-        final.append(torch.where(ok, v, torch.full_like(v, NEG)))
-    return torch.logsumexp(torch.stack(final), dim=0)
+    alpha = _alpha(blank, bigs, lab, durations)
+    return _final(alpha, blank, bigs, logit_lens.long().to(dev), label_lens.long().to(dev), durations)
 
 
 def multiblank_rnnt_loss(logits, labels, logit_lens, label_lens, durations=(), sigma=0.0, reduction="mean"):
