@@ -16,21 +16,10 @@
 #   cli,suite,load,load2,loaddefault,cpuload,engine,racecheck (default cli,suite,load,cpuload)
 set -u
 steps=${1:-cli,suite,load,cpuload}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-has() { [[ ",$steps," == *",$1,"* ]]; }
-log() { echo "== $* ($(date +%T))"; }
-budget=${BUDGET_S:-560}
-tmo() { local left=$((budget - SECONDS)); [ $left -lt 5 ] && left=5; echo $(( $1 < left ? $1 : left )); }
-
-mkdir -p /tmp/dd && tar -C /tmp/dd -xJf .gpu/daemon/pack.tar.xz
+source tests/gpu/device-common.sh
+unpack .gpu/daemon/pack.tar.xz /tmp/dd
 B=/tmp/dd/bin
-libdirs=/tmp/dd/lib
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d $d ] && libdirs=$libdirs:$d; done
-for m in cublas cuda_runtime; do
-  d=$(python3 -c "import nvidia.$m as x; print(list(x.__path__)[0] + '/lib')" 2>/dev/null) && [ -d "$d" ] && libdirs=$libdirs:$d
-done
-export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
+use_libs /tmp/dd/lib cublas cuda_runtime
 for b in $B/*; do ldd $b | grep -i "not found"; done
 M=models/en-char-small
 G=$PWD/tests/data/golden

@@ -7,25 +7,10 @@
 #   all, in that order); each step's timeout is cut to what is left of BUDGET_S (default 560 s).
 set -u
 steps=${1:-env,model,tests,lab,encoder,engine,sanitize,ncu}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-B=$PWD/.gpu/cuda-backend/bin
-L=$PWD/.gpu/cuda-backend/lib
-if [ -f .gpu/cuda-backend/pack.tar.xz ]; then
-  mkdir -p /tmp/cb && tar -C /tmp/cb -xJf .gpu/cuda-backend/pack.tar.xz && B=/tmp/cb/bin && L=/tmp/cb/lib
-fi
-has() { [[ ",$steps," == *",$1,"* ]]; }
-budget=${BUDGET_S:-560}  # the whole script stays inside one run's limit
-tmo() { local left=$((budget - SECONDS)); [ $left -lt 5 ] && left=5; echo $(( $1 < left ? $1 : left )); }
-log() { echo "== $* ($(date +%T))"; }
-
-# Shared libraries: our staged ones, then wherever this machine keeps CUDA's and cuDNN's.
-libdirs=$L
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d $d ] && libdirs=$libdirs:$d; done
-for m in cudnn cublas cuda_runtime; do
-  d=$(python3 -c "import nvidia.$m as x; print(list(x.__path__)[0] + '/lib')" 2>/dev/null) && [ -d "$d" ] && libdirs=$libdirs:$d
-done
-export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
+source tests/gpu/device-common.sh
+unpack .gpu/cuda-backend/pack.tar.xz /tmp/cb
+B=/tmp/cb/bin
+use_libs /tmp/cb/lib cudnn cublas cuda_runtime   # cuDNN for bench_encoder's comparison
 export RNNT_TEST_DATA=$PWD/tests/data
 
 if has env; then

@@ -9,11 +9,5 @@ build=${1:-build-cuda-daemon}
 dest=.gpu/daemon
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTD_WERROR=ON >/dev/null
 cmake --build "$build" -j2 --target rnntd rnnt-transcribe bench_engine test_cuda_engine
-rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
-bins="$build/server/rnntd $build/engine/rnnt-transcribe $build/tests/bench/bench_engine $build/tests/gpu/test_cuda_engine"
-cp $bins "$dest/bin/"
-/work/shared/gpu/stage-libs.sh $bins "$dest/lib"
-strip --strip-debug "$dest"/bin/* "$dest"/lib/*
-tar -C "$dest" -cJf "$dest/pack.tar.xz" bin lib   # the trip is limited to 64 MiB
-rm -rf "$dest/bin" "$dest/lib"
-du -sh "$dest"
+tests/gpu/stage-pack.sh "$dest" "$build"/server/rnntd "$build"/engine/rnnt-transcribe "$build"/tests/bench/bench_engine \
+  "$build"/tests/gpu/test_cuda_engine

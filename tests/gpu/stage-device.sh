@@ -9,15 +9,7 @@ build=${1:-build-cuda}
 dest=.gpu/cuda-backend
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTD_WERROR=ON -DRNNTD_KERNEL_LAB=ON >/dev/null
 cmake --build "$build" -j2 --target test_cuda_kernels test_cuda_engine bench_encoder bench_engine bench_parity lab_lstm_layer
-rm -rf "$dest/bin" "$dest/lib" "$dest/pack.tar.xz"   # $dest/parity (test features, made by hand) stays
-mkdir -p "$dest/bin" "$dest/lib"
-bins="$build/tests/gpu/test_cuda_kernels $build/tests/gpu/test_cuda_engine $build/tests/bench/bench_encoder
-      $build/tests/bench/bench_engine $build/tests/bench/bench_parity $build/kernels/dev/lab_lstm_layer
-     "
-cp $bins "$dest/bin/"
-/work/shared/gpu/stage-libs.sh $bins "$dest/lib"
-strip --strip-debug "$dest"/bin/* "$dest"/lib/*
-# the trip is limited to 64 MiB: programs and libraries travel as one xz archive (device-run.sh unpacks it)
-tar -C "$dest" -cJf "$dest/pack.tar.xz" bin lib
-rm -rf "$dest/bin" "$dest/lib"
-du -sh "$dest"
+# $dest/parity (test features, made by hand) stays
+tests/gpu/stage-pack.sh "$dest" "$build"/tests/gpu/test_cuda_kernels "$build"/tests/gpu/test_cuda_engine \
+  "$build"/tests/bench/bench_encoder "$build"/tests/bench/bench_engine "$build"/tests/bench/bench_parity \
+  "$build"/kernels/dev/lab_lstm_layer

@@ -1,0 +1,24 @@
+# Sourced by tests/gpu/device-run.sh and tests/gpu/device-daemon.sh on the GPU machine, after `steps`
+# is set: the output folder, step selection, the time budget and the shared-library path.
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+has() { [[ ",$steps," == *",$1,"* ]]; }
+log() { echo "== $* ($(date +%T))"; }
+budget=${BUDGET_S:-560}  # the whole script stays inside one run's limit
+# tmo S: S seconds, or what is left of the budget if less (at least 5)
+tmo() { local left=$((budget - SECONDS)); [ $left -lt 5 ] && left=5; echo $(( $1 < left ? $1 : left )); }
+
+# unpack PACK DIR: the programs and libraries a stage-*.sh packed, into DIR/bin and DIR/lib
+unpack() { mkdir -p "$2" && tar -C "$2" -xJf "$1"; }
+
+# use_libs STAGED_LIB_DIR PYMODULE...: LD_LIBRARY_PATH = our staged libraries, then wherever this
+# machine keeps CUDA's (the toolkit, or the nvidia.* Python wheels next to PyTorch)
+use_libs() {
+  local libdirs=$1 d m
+  shift
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d $d ] && libdirs=$libdirs:$d; done
+  for m in "$@"; do
+    d=$(python3 -c "import nvidia.$m as x; print(list(x.__path__)[0] + '/lib')" 2>/dev/null) && [ -d "$d" ] && libdirs=$libdirs:$d
+  done
+  export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
+}

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Packs programs built here, with the shared libraries the GPU machine lacks, into DEST/pack.tar.xz
+# (one xz archive: the trip is limited to 64 MiB; device-common.sh's unpack opens it there).
+#   tests/gpu/stage-pack.sh DEST BINARY...      (called by stage-device.sh and stage-daemon.sh)
+set -euo pipefail
+dest=$1
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$dest/bin" "$dest/lib" "$dest/pack.tar.xz"
+mkdir -p "$dest/bin" "$dest/lib"
+cp "$@" "$dest/bin/"
+"$here/../../../shared/gpu/stage-libs.sh" "$@" "$dest/lib"
+strip --strip-debug "$dest"/bin/* "$dest"/lib/*
+tar -C "$dest" -cJf "$dest/pack.tar.xz" bin lib
+rm -rf "$dest/bin" "$dest/lib"
+du -sh "$dest"
