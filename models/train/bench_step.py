@@ -8,10 +8,13 @@ plain loops or the hand-written backwards: modes `loop` (LSTM layers and loss th
 
 A shape BxTxU is B utterances padded to T feature frames (lengths drawn from [0.7 T, T]) with up to U
 labels. Prints medians (ms) of: the whole step (forward, loss, backward, clipping, AdamW), the encoder's
-forward + backward alone, and the loss's forward + backward alone on fixed logits. Timings synchronise the
+forward + backward alone, the loss's forward + backward alone on fixed logits, and the batch's
+preparation (FeaturePool.collate from fp16 features on the device, then spec_augment as train.py calls
+them; the same for every mode). Timings synchronise the
 device around each measured region; nothing is asserted.
 """
 import argparse
+import random
 import os
 import statistics
 import sys
@@ -24,6 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 import loss as loss_mod  # noqa: E402
 import model as train_model  # noqa: E402
+from data import FeaturePool, spec_augment  # noqa: E402
 from loss import multiblank_rnnt_loss  # noqa: E402
 from rnntd_ref.config import load_config  # noqa: E402
 
@@ -59,8 +63,10 @@ def main():
     durations = list(cfg.big_blank_durations)
     name = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu (%d threads)" % torch.get_num_threads()
     print("model %s, %s, torch %s, median of %d" % (cfg.name, name, torch.__version__, a.reps))
-    print("| shape BxTxU | backwards | step ms | encoder fwd+bwd ms | loss fwd+bwd ms | utterance-seconds / s |")
-    print("|---|---|---|---|---|---|")
+    print("| shape BxTxU | backwards | step ms | encoder fwd+bwd ms | loss fwd+bwd ms | batch prep ms "
+          "| utterance-seconds / s |")
+    print("|---|---|---|---|---|---|---|")
+    specaug = {"freq_masks": 2, "freq_width": 12, "time_masks": 2, "time_width": 25}
     for shape in a.shapes.split(","):
         B, T, U = (int(v) for v in shape.split("x"))
         g = torch.Generator().manual_seed(1)
@@ -70,6 +76,13 @@ def main():
         ulen[0] = U
         feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
         labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
+        pool = FeaturePool.__new__(FeaturePool)           # the trainer's pool, filled with these utterances
+        pool.device, pool.meta = dev, []
+        pool.feats = [feats[b, :int(flen[b])].half() for b in range(B)]
+        pool.labels = [labels[b, :int(ulen[b])].cpu() for b in range(B)]
+        mean = feats.mean(dim=(0, 1))
+        t_prep = timed(dev, lambda: spec_augment(*pool.collate(list(range(B)))[:2], mean, random.Random(1), specaug),
+                       a.reps)
         flen, ulen = flen.to(dev), ulen.to(dev)
         for mode in a.modes.split(","):
             train_model.USE_SEQ_FN = mode in ("lstmfn", "fn")
@@ -101,8 +114,8 @@ def main():
             t_enc = timed(dev, enc, a.reps)
             t_loss = timed(dev, loss_only, a.reps)
             audio_s = float(flen.sum()) / 100.0
-            print("| %s | %s | %.1f | %.1f | %.1f | %.0f |" % (shape, mode, t_step, t_enc, t_loss,
-                                                               audio_s / (t_step / 1e3)), flush=True)
+            print("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.0f |" % (shape, mode, t_step, t_enc, t_loss, t_prep,
+                                                                      audio_s / (t_step / 1e3)), flush=True)
             del m, opt, logits0
             if dev.type == "cuda":
                 torch.cuda.empty_cache()

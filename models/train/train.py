@@ -34,7 +34,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
-from data import TOKENS, FeaturePool, decode_ids, error_rates, seeded  # noqa: E402
+from data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment  # noqa: E402
 from loss import multiblank_rnnt_loss  # noqa: E402
 from model import TrainModel  # noqa: E402
 from rnntd_ref.config import load_config  # noqa: E402
@@ -84,22 +84,6 @@ def shard_worker(args, cfg_train, stop):
                   args.data_seed, k * size, size, cfg_train["aug"], args.jobs, nice=5)
         except subprocess.CalledProcessError as e:
             print("train.py: shard %d failed: %s" % (k, e), file=sys.stderr, flush=True)
-
-
-def spec_augment(feats, flen, mean, rng, cfg):
-    """Frequency and time masks on raw log-mel, filled with the global mean (0 after normalisation)."""
-    B, T, F = feats.shape
-    for b in range(B):
-        for _ in range(cfg["freq_masks"]):
-            w = rng.randint(0, cfg["freq_width"])
-            f0 = rng.randint(0, F - w)
-            feats[b, :, f0:f0 + w] = mean[f0:f0 + w]
-        L = int(flen[b])
-        for _ in range(cfg["time_masks"]):
-            w = rng.randint(0, min(cfg["time_width"], max(L // 10, 1)))
-            t0 = rng.randint(0, max(L - w, 0))
-            feats[b, t0:t0 + w] = mean
-    return feats
 
 
 @torch.no_grad()
