@@ -14,8 +14,8 @@ them; the same for every mode). Timings synchronise the
 device around each measured region; nothing is asserted.
 """
 import argparse
-import random
 import os
+import random
 import statistics
 import sys
 import time

@@ -120,18 +120,18 @@ def spec_augment(feats, flen, mean, rng, cfg):
     for b in range(B):
         for _ in range(cfg["freq_masks"]):
             w = rng.randint(0, cfg["freq_width"])
-            fr.append((b, rng.randint(0, F - w), w))
-        L = int(lens[b])
+            fr.append((rng.randint(0, F - w), w))
+        L = lens[b]
         for _ in range(cfg["time_masks"]):
             w = rng.randint(0, min(cfg["time_width"], max(L // 10, 1)))
-            tr.append((b, rng.randint(0, max(L - w, 0)), w))
+            tr.append((rng.randint(0, max(L - w, 0)), w))
 
-    def hits(ranges, n):                                       # [B, n] bool: covered by any range
+    def hits(ranges, n):                 # ranges: B x k (start, width) pairs -> [B, n] bool, covered by any
         if not ranges:
             return torch.zeros(B, n, dtype=torch.bool, device=feats.device)
-        r = torch.tensor(ranges, dtype=torch.long).view(B, -1, 3).to(feats.device)
+        r = torch.tensor(ranges, dtype=torch.long).view(B, -1, 2).to(feats.device)
         pos = torch.arange(n, device=feats.device).view(1, 1, n)
-        lo, w = r[:, :, 1:2], r[:, :, 2:3]
+        lo, w = r[:, :, 0:1], r[:, :, 1:2]
         return ((pos >= lo) & (pos < lo + w)).any(dim=1)
 
     mask = hits(fr, F).unsqueeze(1) | hits(tr, T).unsqueeze(2)
