@@ -76,7 +76,7 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
     size_t scratch_floats = rnnt_cpu_encoder_scratch_batch(m, n, frames);
     size_t state_floats = 2 * (size_t)m->n_pred * n * align16((size_t)Hpmax) + (size_t)n * align16((size_t)J);
     size_t step_floats = (size_t)n * align16((size_t)(E > Hpmax ? E : Hpmax)) * 2 + (size_t)n * align16((size_t)J) +
-                         2 * (size_t)m->n_pred * n * align16((size_t)Hpmax) + (size_t)n * 4 * Hpmax + 2 * (size_t)RNNT_CPU_ROWS * (E + Hpmax + 4 * Hpmax + J) * 2 +
+                         2 * (size_t)m->n_pred * n * align16((size_t)Hpmax) + (size_t)n * 4 * Hpmax +
                          (size_t)m->joint_dim + (size_t)m->n_out + 64;
     float *ws = ws_get(s, scratch_floats + enc_floats + state_floats + step_floats);
     if (!ws) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the CPU workspace for %d utterances", n);
@@ -153,7 +153,7 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
             }
             double tj = now_s();
             t_pred += tj - tp;
-            rnnt_cpu_joint_pred_proj(m, n_rows, x, gp_rows, step_scratch);
+            rnnt_cpu_joint_pred_proj(m, n_rows, x, gp_rows);
             for (int r = 0; r < n_rows; r++) memcpy(gp + (size_t)rows[r] * align16((size_t)J), gp_rows + (size_t)r * J, sizeof(float) * J);
             t_joint += now_s() - tj;
         }

@@ -13,26 +13,6 @@ void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                           float *scratch)
-{
-    const int R = RNNT_CPU_ROWS;
-    int full = M / R * R;
-    for (int r = 0; r < full; r += R) rnnt_cpu_gemm_nt(R, N, K, A + (size_t)r * lda, lda, B, ldb, beta, C + (size_t)r * ldc, ldc);
-    int rest = M - full;
-    if (!rest) return;
-    /* The short last chunk goes through R-row buffers so its shape is the same as every other chunk's. */
-    float *a = scratch, *c = scratch + (size_t)R * K;
-    memset(a, 0, sizeof(float) * (size_t)R * K);
-    memset(c, 0, sizeof(float) * (size_t)R * N);
-    for (int i = 0; i < rest; i++) {
-        memcpy(a + (size_t)i * K, A + (size_t)(full + i) * lda, sizeof(float) * (size_t)K);
-        if (beta != 0.0f) memcpy(c + (size_t)i * N, C + (size_t)(full + i) * ldc, sizeof(float) * (size_t)N);
-    }
-    rnnt_cpu_gemm_nt(R, N, K, a, K, B, ldb, beta, c, N);
-    for (int i = 0; i < rest; i++) memcpy(C + (size_t)(full + i) * ldc, c + (size_t)i * N, sizeof(float) * (size_t)N);
-}
-
 void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, int ldpre, float *h, int ldh, float *c, int ldc)
 {
     for (int r = 0; r < M; r++) {
@@ -55,20 +35,14 @@ void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, 
     }
 }
 
-static size_t rows_scratch(int K, int N) { return 2 * (size_t)RNNT_CPU_ROWS * ((size_t)K + (size_t)N); }
-
-size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M)
-{
-    int K = L->input > L->hidden ? L->input : L->hidden;
-    return (size_t)M * 4 * L->hidden + rows_scratch(K, 4 * L->hidden);
-}
+size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M) { return (size_t)M * 4 * L->hidden; }
 
 void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx, float *h, float *c, float *scratch)
 {
     int H = L->hidden, G = 4 * H;
-    float *pre = scratch, *rs = scratch + (size_t)M * G;
-    rnnt_cpu_gemm_nt_rows(M, G, L->input, x, ldx, L->w_ih, L->input, 0.0f, pre, G, rs);
-    rnnt_cpu_gemm_nt_rows(M, G, H, h, H, L->w_hh, H, 1.0f, pre, G, rs);
+    float *pre = scratch;
+    rnnt_cpu_gemm_nt_rows(M, G, L->input, x, ldx, L->w_ih, L->input, 0.0f, pre, G);
+    rnnt_cpu_gemm_nt_rows(M, G, H, h, H, L->w_hh, H, 1.0f, pre, G);
     for (int r = 0; r < M; r++)
         for (int j = 0; j < G; j++) pre[(size_t)r * G + j] += L->bias[j];
     rnnt_cpu_lstm_pointwise(act, M, H, pre, G, h, H, c, H);
@@ -111,7 +85,7 @@ static float *carve(float *base, size_t *off, size_t count)
 }
 
 static size_t layout(const struct rnnt_model *m, int n, const int *frames, float *base, utt_bufs *u, float **h, float **c, float **gates,
-                     float **rows, int **order)
+                     int **order)
 {
     size_t off = 0;
     int Hmax = 0;
@@ -135,19 +109,17 @@ static size_t layout(const struct rnnt_model *m, int n, const int *frames, float
         if (u) u[b].pre = p;
     }
     float *ph = carve(base, &off, (size_t)n * Hmax), *pc = carve(base, &off, (size_t)n * Hmax),
-          *pg = carve(base, &off, (size_t)n * 4 * Hmax), *pr = carve(base, &off, rows_scratch(Hmax, 4 * Hmax)),
-          *po = carve(base, &off, (size_t)n);
+          *pg = carve(base, &off, (size_t)n * 4 * Hmax), *po = carve(base, &off, (size_t)n);
     if (h) *h = ph;
     if (c) *c = pc;
     if (gates) *gates = pg;
-    if (rows) *rows = pr;
     if (order) *order = (int *)po;
     return off;
 }
 
 size_t rnnt_cpu_encoder_scratch_batch(const struct rnnt_model *m, int n, const int *frames)
 {
-    return layout(m, n, frames, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    return layout(m, n, frames, NULL, NULL, NULL, NULL, NULL, NULL);
 }
 
 void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *in, float *const *out, float *scratch, rnnt_layer_hook hook,
@@ -158,9 +130,9 @@ void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *
     for (int b = 0; b < n; b++) frames[b] = in[b].frames;
     utt_bufs u[n > 0 ? n : 1];
     memset(u, 0, sizeof u);
-    float *h, *c, *gates, *rows;
+    float *h, *c, *gates;
     int *order;
-    layout(m, n, frames, scratch, u, &h, &c, &gates, &rows, &order);
+    layout(m, n, frames, scratch, u, &h, &c, &gates, &order);
     /* Longest first, so the utterances still running at step t are a prefix of `order`. */
     for (int b = 0; b < n; b++) order[b] = b;
     for (int i = 1; i < n; i++)
@@ -194,7 +166,7 @@ void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *
         for (int t = 0; t < Tmax; t++) {
             int active = 0;
             while (active < n && T[order[active]] > t) active++;
-            rnnt_cpu_gemm_nt_rows(active, G, H, h, H, L->w_hh, H, 0.0f, gates, G, rows);
+            rnnt_cpu_gemm_nt_rows(active, G, H, h, H, L->w_hh, H, 0.0f, gates, G);
             for (int r = 0; r < active; r++) {
                 const float *p = u[order[r]].pre + (size_t)t * G;
                 float *g = gates + (size_t)r * G;
@@ -243,13 +215,13 @@ void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, 
 {
     /* Same arithmetic as one utterance in rnnt_cpu_encode_batch. */
     int H = L->hidden, G = 4 * H;
-    float *pre = scratch, *h = pre + (size_t)T * G, *c = h + H, *gates = c + H, *rows = gates + G;
+    float *pre = scratch, *h = pre + (size_t)T * G, *c = h + H, *gates = c + H;
     rnnt_cpu_gemm_nt(T, G, L->input, x, L->input, L->w_ih, L->input, 0.0f, pre, G);
     for (int t = 0; t < T; t++)
         for (int j = 0; j < G; j++) pre[(size_t)t * G + j] += L->bias[j];
     memset(h, 0, sizeof(float) * 2 * H);
     for (int t = 0; t < T; t++) {
-        rnnt_cpu_gemm_nt_rows(1, G, H, h, H, L->w_hh, H, 0.0f, gates, G, rows);
+        rnnt_cpu_gemm_nt_rows(1, G, H, h, H, L->w_hh, H, 0.0f, gates, G);
         for (int j = 0; j < G; j++) gates[j] += pre[(size_t)t * G + j];
         rnnt_cpu_lstm_pointwise(act, 1, H, gates, G, h, H, c, H);
         memcpy(y + (size_t)t * H, h, sizeof(float) * H);
@@ -266,10 +238,10 @@ void rnnt_cpu_joint_enc_proj(const struct rnnt_model *m, int T, const float *f, 
         for (int j = 0; j < J; j++) fp[(size_t)t * J + j] += m->joint_enc_b[j];
 }
 
-void rnnt_cpu_joint_pred_proj(const struct rnnt_model *m, int M, const float *g, float *gp, float *scratch)
+void rnnt_cpu_joint_pred_proj(const struct rnnt_model *m, int M, const float *g, float *gp)
 {
     int J = m->joint_dim, Hp = m->pred[m->n_pred - 1].hidden;
-    rnnt_cpu_gemm_nt_rows(M, J, Hp, g, Hp, m->joint_pred_w, Hp, 0.0f, gp, J, scratch);
+    rnnt_cpu_gemm_nt_rows(M, J, Hp, g, Hp, m->joint_pred_w, Hp, 0.0f, gp, J);
     for (int r = 0; r < M; r++)
         for (int j = 0; j < J; j++) gp[(size_t)r * J + j] += m->joint_pred_b[j];
 }

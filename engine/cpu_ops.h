@@ -2,10 +2,10 @@
  * GPU kernel is checked against its twin here. Row-major everywhere.
  *
  * Batch invariance: OpenBLAS may pick a different kernel (and so a different summation order) for
- * different matrix shapes. Every GEMM whose rows are utterances of a batch therefore runs on row chunks
- * of exactly RNNT_CPU_ROWS rows (a short last chunk is padded through scratch), so the arithmetic for one
- * utterance is the same whatever else shares its batch. GEMMs over one utterance's own frames are
- * shaped by that utterance alone. */
+ * different matrix shapes. Every product whose rows are utterances of a batch therefore runs through
+ * rnnt_cpu_gemm_nt_rows (cpu_rows.c), where each output is a fixed expression of its own row alone, so
+ * the arithmetic for one utterance is the same whatever else shares its batch. GEMMs over one
+ * utterance's own frames go to OpenBLAS, shaped by that utterance alone. */
 #ifndef RNNT_CPU_OPS_H
 #define RNNT_CPU_OPS_H
 
@@ -14,8 +14,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define RNNT_CPU_ROWS 8
 
 /* PyTorch's hardsigmoid / hardtanh; NaN propagates (FORMAT.md, NaN policy). */
 static inline float rnnt_hardsigmoid(float x)
@@ -34,10 +32,10 @@ float rnnt_sigmoidf(float x);
 /* C[M,N] = A[M,K] · B[N,K]^T + beta·C, through cblas_sgemm, for any M (one-utterance shapes). */
 void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                       float beta, float *C, int ldc);
-/* The same for rows that belong to different utterances: runs in chunks of RNNT_CPU_ROWS rows.
- * scratch: 2 * RNNT_CPU_ROWS * (K + N) floats. */
+/* The same for rows that belong to different utterances: every C[r, n] is computed from row r of A and
+ * row n of B alone, in a fixed order (cpu_rows.c), whatever M is. */
 void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                           float beta, float *C, int ldc, float *scratch);
+                           float beta, float *C, int ldc);
 
 /* LSTM cell update for M rows: pre [M, 4H] holds the gate pre-activations (both biases included), gates
  * i f g o; h, c [M, H] are updated in place. */
@@ -78,10 +76,8 @@ int rnnt_cpu_encode(const struct rnnt_model *m, const float *feats, int T, float
 
 /* Joint encoder projection of T frames: f [T, He] -> fp [T, J] (joint.enc bias included). */
 void rnnt_cpu_joint_enc_proj(const struct rnnt_model *m, int T, const float *f, float *fp);
-/* Joint predictor projection of M rows: g [M, Hp] -> gp [M, J] (joint.pred bias included).
- * scratch: 2 * RNNT_CPU_ROWS * (Hp + J) floats. */
-void rnnt_cpu_joint_pred_proj(const struct rnnt_model *m, int M, const float *g, float *gp,
-                              float *scratch);
+/* Joint predictor projection of M rows: g [M, Hp] -> gp [M, J] (joint.pred bias included). */
+void rnnt_cpu_joint_pred_proj(const struct rnnt_model *m, int M, const float *g, float *gp);
 /* Full joint output of one (frame, label-state) pair: logits [n_out]. hidden: J floats of scratch. */
 void rnnt_cpu_joint_logits(const struct rnnt_model *m, const float *fp_row, const float *gp_row,
                            float *logits, float *hidden);
