@@ -48,6 +48,23 @@ class TestShippedModel(unittest.TestCase):
             self.assertEqual(ours.shape, ref.shape)
             np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
 
+    def test_checkpoint_from_the_model(self):
+        """ckpt_from_model.py: a checkpoint train.py resumes from, with the model's exact weights."""
+        import subprocess
+        import tempfile
+        from model import TrainModel
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "ckpt.pt")
+            subprocess.run([sys.executable, os.path.join(ROOT, "models", "train", "ckpt_from_model.py"), MODEL,
+                            "--step", "1929", "--pieces", "1", "2", "--out", out], check=True, capture_output=True)
+            ck = torch.load(out)
+        self.assertEqual((ck["step"], ck["pieces"]), (1929, [1, 2]))
+        self.assertEqual({v.dtype for v in ck["model"].values()}, {torch.float16})   # F16 export: exact
+        tm = TrainModel(self.model.cfg)
+        tm.load_state_dict(ck["model"])                                             # as train.py --resume
+        for k, v in self.model.state_dict().items():
+            self.assertTrue(torch.equal(tm.state_dict()[k], v), k)
+
 
 if __name__ == "__main__":
     unittest.main()
