@@ -57,8 +57,10 @@ static const cfg_key g_keys[] = {
     INT("batching.workers", workers, 0, 64, 0, 0,
         "Engine worker threads, each with its own runner (scratch memory for one batch).\n"
         "0: one per CPU core on the CPU backend (at most 16), two on a GPU. On the CPU, several\n"
-        "single-threaded workers beat one worker with a multi-threaded BLAS on LSTM-sized matrices;\n"
-        "on a GPU a second worker stages one batch while the other's runs (+6-25% throughput measured)."),
+        "single-threaded workers beat one worker with a multi-threaded BLAS on LSTM-sized matrices,\n"
+        "and the waiting requests are shared out among the idle workers (8 requests, 2 idle workers:\n"
+        "two batches of 4 at once). On a GPU a second worker stages one batch while the other's runs\n"
+        "(+6-25% throughput measured), and a worker takes as large a batch as it can."),
     INT("batching.max_batch", max_batch, 1, 1024, 16, 1, "Utterances decoded together at most."),
     INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, 1,
         "How long the oldest queued request may wait for others to join its batch (a lone request\n"

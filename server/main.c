@@ -136,16 +136,21 @@ static int load_auth(const cfg *c, auth **out, char *err, size_t errlen)
     return 0;
 }
 
-static void log_ready(srv *s, eng *e, const char *what)
+/* An engine generation starts serving: the scheduler spreads batches over idle workers when the
+ * backend is the CPU (each worker a core, a batch's cost in proportion to its size); on the GPU one
+ * larger batch costs about what a small one does, so it keeps forming the largest batch it can. */
+static void engine_ready(srv *s, eng *e, const char *what)
 {
+    int spread = strcmp(eng_backend(e), "cpu") == 0;
+    sched_set_spread(s->sched, spread);
     const rnnt_model_info *i = eng_info(e);
     char dev[160];
     log_quote(dev, sizeof dev, eng_device(e));
     log_msg(LOG_INFO,
             "msg=%s model=%s path=%s backend=%s device=%s feature_dim=%d vocab=%d params=%lld "
-            "workers=%lld max_batch=%d max_frames=%d warmup_s=%.3f",
+            "workers=%lld max_batch=%d max_frames=%d spread=%s warmup_s=%.3f",
             what, i->name, eng_path(e), eng_backend(e), dev, i->feature_dim, i->vocab_size,
-            i->n_parameters, s->c.workers, eng_max_batch(e), eng_max_frames(e), eng_warmup_s(e));
+            i->n_parameters, s->c.workers, eng_max_batch(e), eng_max_frames(e), spread ? "on" : "off", eng_warmup_s(e));
     notify_send("READY=1\nSTATUS=ready: model %s on %s, listening on %s port %u", i->name,
                 eng_backend(e), s->c.listen, s->port);
 }
@@ -193,7 +198,7 @@ static void reload(srv *s, const cmdline *cl)
     eng_unref(old); /* freed once the last request validated against it is answered */
     auth_free(old_auth);
     atomic_fetch_add(&s->reloads_ok, 1);
-    log_ready(s, ne, "reloaded");
+    engine_ready(s, ne, "reloaded");
 }
 
 static void sleep_s(double s)
@@ -364,7 +369,7 @@ int main(int argc, char **argv)
     s->engine = e;
     pthread_mutex_unlock(&s->mu);
     atomic_store(&s->ready, 1);
-    log_ready(s, e, "ready");
+    engine_ready(s, e, "ready");
 
     double next_status = sched_now() + STATUS_EVERY_S;
     for (;;) {

@@ -14,6 +14,8 @@ struct sched {
     int depth;
     int busy;
     int flushing; /* no waiting for max_delay (draining) */
+    int spread;   /* take a share of the waiting jobs, leave the rest to idle workers */
+    int go;       /* workers that may start at once on the rest of a spread */
     int closed;   /* no new jobs */
     int stop;
     sched_params p;
@@ -143,12 +145,20 @@ static void *worker_main(void *arg)
         int cap = s->p.max_batch;
         if (oldest->batch_cap < cap) cap = oldest->batch_cap;
         if (cap < 1) cap = 1;
-        if (!s->flushing && !s->closed && !s->stop) {
+        if (s->go > 0) {
+            s->go--; /* the rest of a spread batch: no waiting for company */
+        } else if (!s->flushing && !s->closed && !s->stop) {
             double deadline = oldest->t_submit + (double)s->p.max_delay_us * 1e-6;
             if (count_group(s, oldest->group, cap) < cap && sched_now() < deadline) {
                 timed_wait(s, deadline);
                 continue; /* re-evaluate: another worker may have taken the jobs */
             }
+        }
+        int idle = s->p.workers - s->busy; /* this worker included */
+        if (s->spread && idle > 1) {
+            int waiting = count_group(s, oldest->group, cap * idle);
+            int share = (waiting + idle - 1) / idle;
+            if (share < cap) cap = share;
         }
         sched_job *one_job[1];
         cand one_cand[1];
@@ -162,6 +172,12 @@ static void *worker_main(void *arg)
         }
         int n = pick_batch(s, batch, cap, cs);
         s->busy++;
+        if (!s->head) {
+            s->go = 0;
+        } else if (s->spread && idle > 1 && s->go < idle - 1) {
+            s->go = idle - 1; /* the idle workers start on what this one left */
+            pthread_cond_broadcast(&s->work);
+        }
         /* batch[] is this worker's own scratch: only this thread resizes it, so the lock can go. */
         pthread_mutex_unlock(&s->mu);
 
@@ -265,6 +281,13 @@ void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_q
     if (max_delay_us >= 0) s->p.max_delay_us = max_delay_us;
     if (max_queue >= 1) s->p.max_queue = max_queue;
     pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_set_spread(sched *s, int on)
+{
+    pthread_mutex_lock(&s->mu);
+    s->spread = on != 0;
     pthread_mutex_unlock(&s->mu);
 }
 

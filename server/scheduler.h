@@ -3,6 +3,10 @@
  * waited max_delay_us, whichever comes first. A batch always holds the oldest waiting job (so no job
  * starves) plus the waiting jobs closest to it in length (so padding stays small); jobs are batched
  * together only when they share a `group` (the model generation they were validated against).
+ * With spreading on (sched_set_spread: for backends whose batch costs in proportion to its size and
+ * whose workers each have a core, i.e. the CPU), a worker takes only its share of the waiting jobs,
+ * ceil(waiting / idle workers), and lets the other idle workers start on the rest at once: 8 requests
+ * and 2 idle CPU workers make two batches of 4 on two cores, not one of 8 on one core.
  *
  * The scheduler knows nothing about models: a sched_exec runs a batch. Thread-safety: every
  * function may be called from any thread; one mutex guards the queue (held only to link, unlink and
@@ -56,6 +60,8 @@ sched_status sched_create(const sched_params *p, const sched_exec *x, sched **ou
 sched_status sched_submit(sched *s, sched_job *j);
 /* New max_batch / max_delay_us / max_queue (workers is fixed at creation). */
 void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_queue);
+/* Spreading on or off (off at creation); see above. */
+void sched_set_spread(sched *s, int on);
 /* Shutdown, step 1: from now on batches start without waiting for max_delay (jobs are still
  * accepted: requests that were already being received when the drain began still get decoded). */
 void sched_flush(sched *s);

@@ -10,7 +10,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (MODEL, SLOW, Daemon, DaemonTest, cli_transcripts, json_body, npy_bytes, random_features,
+from harness import (BACKEND, MODEL, SLOW, Daemon, DaemonTest, cli_transcripts, json_body, npy_bytes, random_features,
                      read_npy, readb, sample_files)
 from test_api import make_inputs
 
@@ -131,9 +131,29 @@ class Batching(DaemonTest):
         self.assertGreater(h["real_time_factor"], 0)
 
 
+class Spread(DaemonTest):
+    # 8 requests wait together for a batch of 64 that never fills; 2 workers are idle when the delay
+    # is up. The CPU backend shares them out (two batches of 4 at once); CUDA takes one batch of 8.
+    config = "batching:\n  workers: 2\n  max_batch: 64\n  max_delay_us: 1000000\n  max_queue: 64\n"
+
+    def test_shared_among_idle_workers(self):
+        body = json_body(200, self.dim, random_features(200, self.dim, 5))
+        res = run_threads(8, lambda i: self.d.transcribe(body, timeout=30), 60 * SLOW)
+        self.assertEqual([r[0] for r in res], [200] * 8)
+        sizes = [doc["batch_size"] for _, _, doc in res]
+        if BACKEND == "cpu":
+            # the first batch takes ceil(8 / 2 idle workers) = 4; the rest is shared again among the
+            # workers idle at that moment (a worker done with its 4 may take part of it), so never more
+            self.assertEqual(max(sizes), 4, sizes)
+        else:
+            self.assertEqual(sizes, [8] * 8)
+        self.assertEqual(len({json.dumps(doc["tokens"]) for _, _, doc in res}), 1)  # same input, same answer
+
+
 class Overload(DaemonTest):
-    # Jobs wait up to 3 s for a batch of 64 that never fills; only 4 may wait.
-    config = "batching:\n  max_batch: 64\n  max_delay_us: 3000000\n  max_queue: 4\n"
+    # Jobs wait up to 3 s for a batch of 64 that never fills; only 4 may wait; one worker, so the 4 run
+    # as one batch whatever the backend (the CPU shares a batch out among idle workers: class Spread).
+    config = "batching:\n  workers: 1\n  max_batch: 64\n  max_delay_us: 3000000\n  max_queue: 4\n"
 
     def test_queue_full_503(self):
         body = json_body(5, self.dim, random_features(5, self.dim, 3))

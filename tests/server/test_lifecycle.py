@@ -252,8 +252,9 @@ class Shutdown(unittest.TestCase):
         self.body = json_body(20, self.dim, random_features(20, self.dim, 4))
 
     def test_sigterm_answers_queued_and_uploading(self):
-        # Jobs wait 5 s for a batch that never fills; a slow client is mid-upload at SIGTERM.
-        d = Daemon(config="batching:\n  max_batch: 64\n  max_delay_us: 5000000\n")
+        # Jobs wait 5 s for a batch that never fills; a slow client is mid-upload at SIGTERM. One
+        # worker: the 6 queued requests then run as one batch on any backend.
+        d = Daemon(config="batching:\n  workers: 1\n  max_batch: 64\n  max_delay_us: 5000000\n")
         try:
             st, _, ref = d.transcribe(self.body, headers={"Connection": "close"}, timeout=30)
             self.assertEqual(st, 200)

@@ -1,5 +1,6 @@
 /* test_sched.c — the batcher with a recording executor: batch size and delay limits, length
- * bucketing, groups, the bounded queue, cancellation, and a multi-threaded stress run. */
+ * bucketing, groups, spreading over idle workers, the bounded queue, cancellation, and a
+ * multi-threaded stress run. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,6 +249,58 @@ static void test_batch_cap(void **st)
     sched_free(s);
 }
 
+/* Runs `n` jobs on 2 idle workers, with spreading on or off; when `cap_after` > 0, the jobs are queued
+ * under a larger max_batch that then drops to cap_after (so both workers are idle and every job is
+ * waiting when the batch is formed). Returns the recorded batch sizes, largest first, in sizes[2]. */
+static int spread_run(int spread, int n, int cap_after, int sizes[3])
+{
+    rec_reset();
+    R.run_delay_us = 50000; /* long enough for two batches to overlap */
+    sched *s = make(2, 64, cap_after > 0 ? 1000000 : 200000, 128);
+    sched_set_spread(s, spread);
+    tjob *j = calloc((size_t)n, sizeof *j);
+    for (int i = 0; i < n; i++) init_job(&j[i], i, 100 + i, &G1);
+    for (int i = 0; i < n; i++) assert_int_equal(sched_submit(s, &j[i].sj), SCHED_OK);
+    if (cap_after > 0) sched_set_limits(s, cap_after, -1, -1);
+    assert_true(wait_done(n, 10));
+    int nb = R.n_batches;
+    assert_true(nb >= 1 && nb <= 3);
+    for (int b = 0; b < 3; b++) sizes[b] = b < nb ? R.sizes[b] : 0;
+    for (int a = 0; a < 3; a++)
+        for (int b = a + 1; b < 3; b++)
+            if (sizes[b] > sizes[a]) {
+                int t = sizes[a];
+                sizes[a] = sizes[b];
+                sizes[b] = t;
+            }
+    for (int i = 0; i < n; i++) assert_int_equal(j[i].done_count, 1);
+    int overlapped = R.max_running;
+    sched_free(s);
+    free(j);
+    return overlapped;
+}
+
+/* Spreading: 8 jobs on 2 idle workers become two batches of 4 that run at the same time (without it,
+ * one batch of 8); 20 jobs with max_batch 16 become 10 + 10 (without it, 16 + 4). */
+static void test_spread(void **st)
+{
+    (void)st;
+    int sz[3];
+    assert_int_equal(spread_run(0, 8, 0, sz), 1);
+    assert_int_equal(sz[0], 8);
+    assert_int_equal(sz[1], 0);
+    assert_int_equal(spread_run(1, 8, 0, sz), 2);
+    assert_int_equal(sz[0], 4);
+    assert_int_equal(sz[1], 4);
+    spread_run(0, 20, 16, sz);
+    assert_int_equal(sz[0], 16);
+    assert_int_equal(sz[1], 4);
+    assert_int_equal(spread_run(1, 20, 16, sz), 2);
+    assert_int_equal(sz[0], 10);
+    assert_int_equal(sz[1], 10);
+    assert_int_equal(sz[2], 0);
+}
+
 /* The queue is bounded: one more than max_queue waiting is refused at once. */
 static void test_queue_full(void **st)
 {
@@ -409,7 +462,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delay_then_alone),  cmocka_unit_test(test_full_batch_runs_at_once),
         cmocka_unit_test(test_partial_batch_after_delay), cmocka_unit_test(test_length_bucketing),
-        cmocka_unit_test(test_groups_not_mixed),  cmocka_unit_test(test_batch_cap),
+        cmocka_unit_test(test_groups_not_mixed),  cmocka_unit_test(test_batch_cap), cmocka_unit_test(test_spread),
         cmocka_unit_test(test_queue_full),        cmocka_unit_test(test_close_and_cancel),
         cmocka_unit_test(test_free_cancels),      cmocka_unit_test(test_stress),
         cmocka_unit_test(test_invalid_params),
