@@ -2,10 +2,10 @@
  *
  * Every output is one fixed expression of its own row of A and its row of B: a dot product in 8 lanes
  * (lane l sums the products k ≡ l mod 8; the last K mod 8 products go to lanes 0.. as one zero-padded
- * vector), the lanes added pairwise in a fixed order. This file is compiled with -ffp-contract=off (engine/CMakeLists.txt), so
- * no code path fuses a multiply and an add that another does not: blocks of 4 rows, the 1-3 rows left
- * over, the AVX2 and the baseline clone all give the same bits for a row, whatever else is in the
- * batch. (Before, OpenBLAS did this on padded chunks of 8 rows; it repacked the weights every call,
+ * vector), the lanes added pairwise in a fixed order. This file is compiled with -ffp-contract=off
+ * (engine/CMakeLists.txt), so no code path fuses a multiply and an add that another does not: blocks
+ * of 4 rows, the 1-3 rows left over, the AVX2 and the baseline clone all give the same bits for a
+ * row, whatever else is in the batch. (Before, OpenBLAS did this on padded chunks of 8 rows; it repacked the weights every call,
  * which cost more than the arithmetic at small batches.) */
 #include "cpu_ops.h"
 
@@ -89,7 +89,8 @@ void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const f
         const float *Bt = B + (size_t)n0 * ldb;
         float *Ct = C + n0;
         int r = 0;
-        for (; r + ROWS <= M; r += ROWS) rows_block(ROWS, nt, K, A + (size_t)r * lda, lda, Bt, ldb, beta, Ct + (size_t)r * ldc, ldc);
+        for (; r + ROWS <= M; r += ROWS)
+            rows_block(ROWS, nt, K, A + (size_t)r * lda, lda, Bt, ldb, beta, Ct + (size_t)r * ldc, ldc);
         switch (M - r) {
         case 3: rows_block(3, nt, K, A + (size_t)r * lda, lda, Bt, ldb, beta, Ct + (size_t)r * ldc, ldc); break;
         case 2: rows_block(2, nt, K, A + (size_t)r * lda, lda, Bt, ldb, beta, Ct + (size_t)r * ldc, ldc); break;
