@@ -13,17 +13,51 @@ void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* 4 floats, lane by lane the same IEEE operations as the scalar code (the hard cell's main loop). */
+typedef float v4 __attribute__((vector_size(16)));
+typedef int v4i __attribute__((vector_size(16)));
+
+static inline v4 v4_set(float x) { return (v4){x, x, x, x}; }
+static inline v4 v4_load(const float *p)
+{
+    v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void v4_store(float *p, v4 v) { memcpy(p, &v, sizeof v); }
+/* x <= lo ? lo : (x >= hi ? hi : x) per lane, as rnnt_hardsigmoid / rnnt_hardtanh do: a NaN fails both
+ * comparisons and stays. */
+static inline v4 v4_clamp(v4 x, float lo, float hi)
+{
+    v4 vlo = v4_set(lo), vhi = v4_set(hi);
+    v4i below = x <= vlo, above = x >= vhi, xi = (v4i)x;
+    xi = (xi & ~below) | ((v4i)vlo & below);
+    xi = (xi & ~above) | ((v4i)vhi & above);
+    return (v4)xi;
+}
+
 void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, int ldpre, float *h, int ldh, float *c, int ldc)
 {
     for (int r = 0; r < M; r++) {
         const float *a = pre + (size_t)r * ldpre;
         float *hr = h + (size_t)r * ldh, *cr = c + (size_t)r * ldc;
         if (act == RNNT_ACT_HARD) {
-            for (int j = 0; j < H; j++) {
+            int j = 0;
+            for (; j + 4 <= H; j += 4) {
+                v4 i = v4_clamp(v4_load(a + j) / v4_set(6.0f) + v4_set(0.5f), 0.0f, 1.0f);
+                v4 f = v4_clamp(v4_load(a + H + j) / v4_set(6.0f) + v4_set(0.5f), 0.0f, 1.0f);
+                v4 g = v4_clamp(v4_load(a + 2 * H + j), -1.0f, 1.0f);
+                v4 o = v4_clamp(v4_load(a + 3 * H + j) / v4_set(6.0f) + v4_set(0.5f), 0.0f, 1.0f);
+                v4 cn = f * v4_load(cr + j) + i * g;
+                v4_store(cr + j, cn);
+                v4_store(hr + j, o * v4_clamp(cn, -1.0f, 1.0f));
+            }
+            for (; j < H; j++) {
                 float i = rnnt_hardsigmoid(a[j]), f = rnnt_hardsigmoid(a[H + j]), g = rnnt_hardtanh(a[2 * H + j]),
                       o = rnnt_hardsigmoid(a[3 * H + j]);
-                cr[j] = f * cr[j] + i * g;
-                hr[j] = o * rnnt_hardtanh(cr[j]);
+                float cn = f * cr[j] + i * g;
+                cr[j] = cn;
+                hr[j] = o * rnnt_hardtanh(cn);
             }
         } else {
             for (int j = 0; j < H; j++) {

@@ -15,18 +15,14 @@
 extern "C" {
 #endif
 
-/* PyTorch's hardsigmoid / hardtanh; NaN propagates (FORMAT.md, NaN policy). */
+/* PyTorch's hardsigmoid / hardtanh; NaN propagates (FORMAT.md, NaN policy): a NaN fails both
+ * comparisons and comes out as itself. No branch of its own, so loops over them vectorise. */
 static inline float rnnt_hardsigmoid(float x)
 {
-    if (x != x) return x;
     float y = x / 6.0f + 0.5f;
     return y <= 0.0f ? 0.0f : (y >= 1.0f ? 1.0f : y);
 }
-static inline float rnnt_hardtanh(float x)
-{
-    if (x != x) return x;
-    return x <= -1.0f ? -1.0f : (x >= 1.0f ? 1.0f : x);
-}
+static inline float rnnt_hardtanh(float x) { return x <= -1.0f ? -1.0f : (x >= 1.0f ? 1.0f : x); }
 float rnnt_sigmoidf(float x);
 
 /* C[M,N] = A[M,K] · B[N,K]^T + beta·C, through cblas_sgemm, for any M (one-utterance shapes). */
