@@ -35,16 +35,17 @@ static inline __attribute__((always_inline)) float lanes_sum(v8 a)
     return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
-/* R rows (a compile-time constant after inlining) against NC rows of B (columns of C) n0.. . */
+/* R rows against NC rows of B (columns of C) n0.. (both compile-time constants after inlining; 4 x 3
+ * accumulators + 3 B vectors + 1 A vector fill the 16 AVX registers). */
 static inline __attribute__((always_inline)) void rows_cols(const int R, const int NC, int n0, int K, const float *A, int lda,
                                                             const float *B, int ldb, float beta, float *C, int ldc)
 {
     const int K8 = K / LANES * LANES;
-    v8 acc[ROWS][2];
+    v8 acc[ROWS][3];
     for (int r = 0; r < R; r++)
         for (int j = 0; j < NC; j++) acc[r][j] = (v8){0};
     for (int k = 0; k < K8; k += LANES) {
-        v8 b[2];
+        v8 b[3];
         for (int j = 0; j < NC; j++) b[j] = load8(B + (size_t)(n0 + j) * ldb + k);
         for (int r = 0; r < R; r++) {
             v8 a = load8(A + (size_t)r * lda + k);
@@ -52,7 +53,7 @@ static inline __attribute__((always_inline)) void rows_cols(const int R, const i
         }
     }
     if (K8 < K) { /* the last K mod 8 products, zero-padded to a full vector (the padding adds +0) */
-        v8 b[2];
+        v8 b[3];
         for (int j = 0; j < NC; j++) b[j] = load_tail(B + (size_t)(n0 + j) * ldb + K8, K - K8);
         for (int r = 0; r < R; r++) {
             v8 a = load_tail(A + (size_t)r * lda + K8, K - K8);
@@ -71,8 +72,9 @@ static inline __attribute__((always_inline)) void rows_block(const int R, int N,
                                                              int ldb, float beta, float *C, int ldc)
 {
     int n = 0;
-    for (; n + 2 <= N; n += 2) rows_cols(R, 2, n, K, A, lda, B, ldb, beta, C, ldc);
-    if (n < N) rows_cols(R, 1, n, K, A, lda, B, ldb, beta, C, ldc);
+    for (; n + 3 <= N; n += 3) rows_cols(R, 3, n, K, A, lda, B, ldb, beta, C, ldc);
+    if (N - n == 2) rows_cols(R, 2, n, K, A, lda, B, ldb, beta, C, ldc);
+    else if (N - n == 1) rows_cols(R, 1, n, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* Columns in tiles of COL_TILE rows of B (64 x K floats: 72 KiB at K = 288, held in L2 while every
