@@ -155,7 +155,8 @@ static void *worker_main(void *arg)
             }
         }
         int idle = s->p.workers - s->busy; /* this worker included */
-        if (s->spread && idle > 1) {
+        int spreading = s->spread && idle > 1;
+        if (spreading) {
             int waiting = count_group(s, oldest->group, cap * idle);
             int share = (waiting + idle - 1) / idle;
             if (share < cap) cap = share;
@@ -174,7 +175,7 @@ static void *worker_main(void *arg)
         s->busy++;
         if (!s->head) {
             s->go = 0;
-        } else if (s->spread && idle > 1 && s->go < idle - 1) {
+        } else if (spreading && s->go < idle - 1) {
             s->go = idle - 1; /* the idle workers start on what this one left */
             pthread_cond_broadcast(&s->work);
         }

@@ -76,10 +76,8 @@ def main():
         ulen[0] = U
         feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
         labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
-        pool = FeaturePool.__new__(FeaturePool)           # the trainer's pool, filled with these utterances
-        pool.device, pool.meta = dev, []
-        pool.feats = [feats[b, :int(flen[b])].half() for b in range(B)]
-        pool.labels = [labels[b, :int(ulen[b])].cpu() for b in range(B)]
+        pool = FeaturePool.of([feats[b, :int(flen[b])].half() for b in range(B)],
+                              [labels[b, :int(ulen[b])].cpu() for b in range(B)], dev)
         mean = feats.mean(dim=(0, 1))
         t_prep = timed(dev, lambda: spec_augment(*pool.collate(list(range(B)))[:2], mean, random.Random(1), specaug),
                        a.reps)

@@ -43,6 +43,15 @@ class FeaturePool:
         self.max_seconds = max_seconds
         self.feats, self.labels, self.meta = [], [], []
 
+    @classmethod
+    def of(cls, feats, labels, device):
+        """A pool of given utterances (fp16 features [T_i, F] on `device`, label ids on the CPU), without
+        a frontend: for benchmarks and tests of batching."""
+        pool = cls.__new__(cls)
+        pool.lm, pool.device, pool.max_seconds = None, device, float("inf")
+        pool.feats, pool.labels, pool.meta = list(feats), list(labels), [{} for _ in feats]
+        return pool
+
     def add_manifest(self, path, batch_seconds=400.0):
         recs = [r for r in read_manifest(path) if 0.3 < r["duration"] <= self.max_seconds]
         recs.sort(key=lambda r: r["duration"])

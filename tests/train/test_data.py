@@ -49,15 +49,13 @@ def spec_augment_loop(feats, flen, mean, rng, cfg):
 
 def random_pool(seed, n, F=80, max_t=301, max_u=23, empty_labels=False):
     g = torch.Generator().manual_seed(seed)
-    pool = FeaturePool.__new__(FeaturePool)             # no frontend needed: features are given
-    pool.device = torch.device("cpu")
-    pool.feats, pool.labels, pool.meta = [], [], []
+    feats, labels = [], []
     for _ in range(n):
         T = int(torch.randint(1, max_t + 1, (1,), generator=g))
         U = 0 if empty_labels else int(torch.randint(0, max_u + 1, (1,), generator=g))
-        pool.feats.append(torch.randn(T, F, generator=g).half())
-        pool.labels.append(torch.randint(0, 28, (U,), generator=g))
-    return pool
+        feats.append(torch.randn(T, F, generator=g).half())
+        labels.append(torch.randint(0, 28, (U,), generator=g))
+    return FeaturePool.of(feats, labels, torch.device("cpu"))
 
 
 class TestCollate(unittest.TestCase):
