@@ -9,8 +9,8 @@
 #   CONFIG     training hyper-parameters (default models/train/en-char-small.train.json)
 #   JOBS       synthesiser processes (default 15)
 #   PYTHON     the interpreter with torch (default python3)
-#   RACE=1     also run tests/gpu/device-daemon.sh racecheck in the background (carry .gpu/race too,
-#              staged by tests/gpu/stage-daemon.sh; its logs go to $OUT/race/)
+#   RACE=1     also run tests/gpu/device-daemon.sh $RACE_STEPS (default cli,unit,racecheck) in the
+#              background (carry .gpu/race too, staged by tests/gpu/stage-daemon.sh; logs in $OUT/race/)
 set -u
 seed=$1
 shift
@@ -18,7 +18,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/train"
 if [ "${RACE:-0}" = 1 ]; then
   PACK=.gpu/race/pack.tar.xz RACE_TIMEOUT=${RACE_TIMEOUT:-430} BUDGET_S=470 OUT=$OUT/race \
-    bash tests/gpu/device-daemon.sh racecheck > "$OUT/race.txt" 2>&1 &
+    bash tests/gpu/device-daemon.sh ${RACE_STEPS:-cli,unit,racecheck} > "$OUT/race.txt" 2>&1 &
 fi
 resume=()
 [ -f .corpus/run/ckpt.pt ] && resume=(--resume .corpus/run/ckpt.pt)
@@ -32,5 +32,5 @@ wait
 grep -E '"event": "(start|end|dev|dev_final)"' "$OUT/train/log.jsonl" | cut -c1-400
 grep -E '"step": [0-9]+, "loss"' "$OUT/train/log.jsonl" | awk 'NR % 10 == 1' | cut -c1-200 | tail -12
 grep -c '"event": "shard"' "$OUT/train/log.jsonl" | sed 's/^/shards taken in: /'
-[ "${RACE:-0}" = 1 ] && tail -14 "$OUT/race.txt"
+[ "${RACE:-0}" = 1 ] && tail -60 "$OUT/race.txt"
 exit 0

@@ -10,10 +10,12 @@
 #      same load against --backend cpu on this machine's cores for comparison (load2: the GPU daemon
 #      with 2 workers, so one batch's host work overlaps the other's GPU work);
 #   4. engine: bench_engine on a random MLPerf-shaped model (host time after the runner's input check);
-#   5. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1), one process per
+#   5. unit: test_cuda_engine in full (fp32 parity with the CPU engine on the golden models and the shipped
+#      model, fp16 agreement, batch invariance);
+#   6. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1), one process per
 #      test and per golden model, in parallel (RACE_TESTS, each within RACE_TIMEOUT s; RACE_ENV as below).
 # Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of
-#   cli,suite,load,load2,loaddefault,cpuload,engine,racecheck (default cli,suite,load,cpuload)
+#   cli,suite,load,load2,loaddefault,cpuload,engine,unit,racecheck (default cli,suite,load,cpuload)
 set -u
 steps=${1:-cli,suite,load,cpuload}
 source tests/gpu/device-common.sh
@@ -160,6 +162,12 @@ if has engine; then
   log "bench_engine /tmp/mlperf --batches 1,32,256 --seconds 10 --reps 5"
   timeout $(tmo 150) $B/bench_engine /tmp/mlperf --batches 1,32,256 --seconds 10 --reps 5 > "$OUT/bench_engine.log" 2>&1
   echo "exit $?"; sed -n 1,8p "$OUT/bench_engine.log"
+fi
+
+if has unit; then
+  log "test_cuda_engine (RNNT_GPU_MODELS=$M)"
+  RNNT_TEST_DATA=$PWD/tests/data RNNT_GPU_MODELS=$M timeout $(tmo 240) $B/test_cuda_engine > "$OUT/unit.log" 2>&1
+  echo "exit $?"; grep -E "PASSED|FAILED|fp16 vs|identical|mismatch" "$OUT/unit.log" | cut -c1-300 | tail -30
 fi
 
 if has racecheck; then
