@@ -142,7 +142,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->arena_bytes = cu_round_up(off, 256);
     size_t out_ints = B * (8 + 2 * (size_t)d->cap);
     cudaError_t ce = cudaMalloc(&d->arena, d->arena_bytes);
-    if (ce == cudaSuccess) ce = cudaMemset(d->arena, 0, d->arena_bytes);
+    if (ce == cudaSuccess) ce = cudaMemsetAsync(d->arena, 0, d->arena_bytes, stream); /* ordered: see cu_encoder_create */
     d->out_ints = out_ints;
     if (mapped) {
         if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_out, out_ints * sizeof(int), cudaHostAllocMapped);

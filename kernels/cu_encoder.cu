@@ -161,7 +161,10 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
 #undef TAKE
     e->arena_bytes = cu_round_up(off, 256);
     cudaError_t ce = cudaMalloc(&e->arena, e->arena_bytes);
-    if (ce == cudaSuccess) ce = cudaMemset(e->arena, 0, e->arena_bytes);
+    /* on the runner's stream: a plain cudaMemset runs on the legacy stream, which a non-blocking stream
+     * does not wait for, so it could land after the first batch's upload (seen under racecheck: an
+     * utterance's length read as 0) */
+    if (ce == cudaSuccess) ce = cudaMemsetAsync(e->arena, 0, e->arena_bytes, stream);
     if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&e->h_meta, e->meta_ints * 4 + 256 + raw_el * 4, cudaHostAllocDefault);
     if (ce != cudaSuccess) {
         rnnt_status st = cu_set_err(err, errlen, cu_status_of(ce),

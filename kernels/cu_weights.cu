@@ -214,6 +214,9 @@ rnnt_status cu_weights_upload(const struct rnnt_model *m, cu_dtype dt, cu_weight
     } else {
         cudaError_t e = cudaMalloc(&w->arena, bytes);
         if (e == cudaSuccess) e = cudaMemcpy(w->arena, im.host, bytes, cudaMemcpyHostToDevice);
+        /* from pageable memory cudaMemcpy may return before the DMA ends, on the legacy stream that the
+         * runners' non-blocking streams do not wait for: finish it here */
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
         if (e != cudaSuccess)
             st = cu_set_err(err, errlen, cu_status_of(e), "cuda: uploading %zu bytes of weights: %s", bytes,
                             cudaGetErrorString(e));

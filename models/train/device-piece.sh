@@ -2,8 +2,9 @@
 # One training piece on the GPU machine, as one device-tool `run` from the repository root, with carry
 # [".corpus/run"] (the engines, the text and, after the first piece, ckpt.pt: models/README.md steps 3-4).
 #   models/train/device-piece.sh DATA_SEED [train.py options...]      e.g.  3   or   4 --final-piece
-# Resumes from .corpus/run/ckpt.pt when it exists. Writes $OUT/train/ (log.jsonl, ckpt.pt, model/,
-# dev_hyps.jsonl) and $OUT/train.txt (its output), and prints the piece's summary. Environment:
+# Resumes from .corpus/run/ckpt.pt when it exists. Writes $OUT/train/ckpt.pt, $OUT/train/model/ and
+# $OUT/logs.tar.xz (train.txt: train.py's output, train/log.jsonl, train/dev_hyps.jsonl, the race logs), and
+# prints the piece's summary. Environment:
 #   BUDGET_S   training time of the piece (default 535: the piece ends inside one 600 s run)
 #   SHARDS     training shards to synthesise (default 30; synthesis runs all piece long on 15 cores)
 #   CONFIG     training hyper-parameters (default models/train/en-char-small.train.json)
@@ -33,4 +34,7 @@ grep -E '"event": "(start|end|dev|dev_final)"' "$OUT/train/log.jsonl" | cut -c1-
 grep -E '"step": [0-9]+, "loss"' "$OUT/train/log.jsonl" | awk 'NR % 10 == 1' | cut -c1-200 | tail -12
 grep -c '"event": "shard"' "$OUT/train/log.jsonl" | sed 's/^/shards taken in: /'
 [ "${RACE:-0}" = 1 ] && tail -60 "$OUT/race.txt"
+# at most 8 files come back from a run: the checkpoint, the model's 3 files and one archive of the logs
+(cd "$OUT" && tar cJf logs.tar.xz train.txt train/log.jsonl train/dev_hyps.jsonl $(ls -d race.txt race 2>/dev/null) &&
+  rm -rf race.txt race train.txt train/log.jsonl train/dev_hyps.jsonl)
 exit 0

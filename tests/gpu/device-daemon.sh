@@ -12,16 +12,19 @@
 #   4. engine: bench_engine on a random MLPerf-shaped model (host time after the runner's input check);
 #   5. unit: test_cuda_engine in full (fp32 parity with the CPU engine on the golden models and the shipped
 #      model, fp16 agreement, batch invariance);
-#   6. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1), one process per
+#   6. quickenv: test_golden in quick mode without a sanitizer, per golden model, under each combination of
+#      the switches the racecheck sets (to tell a failure the tool causes from one the switches cause);
+#   7. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1), one process per
 #      test and per golden model, in parallel (RACE_TESTS, each within RACE_TIMEOUT s; RACE_ENV as below).
 # Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of
-#   cli,suite,load,load2,loaddefault,cpuload,engine,unit,racecheck (default cli,suite,load,cpuload)
+#   cli,suite,load,load2,loaddefault,cpuload,engine,unit,quickenv,racecheck (default cli,suite,load,cpuload)
 set -u
 steps=${1:-cli,suite,load,cpuload}
 source tests/gpu/device-common.sh
-unpack ${PACK:-.gpu/daemon/pack.tar.xz} /tmp/dd  # PACK: a smaller pack with only the programs a step needs
-B=/tmp/dd/bin
-use_libs /tmp/dd/lib cublas cuda_runtime
+DD=${DD:-/tmp/dd}  # another DD lets two runs of this script share a machine
+unpack ${PACK:-.gpu/daemon/pack.tar.xz} $DD  # PACK: a smaller pack with only the programs a step needs
+B=$DD/bin
+use_libs $DD/lib cublas cuda_runtime
 for b in $B/*; do ldd $b | grep -i "not found"; done
 M=models/en-char-small
 G=$PWD/tests/data/golden
@@ -30,11 +33,11 @@ if has cli; then
   log "rnnt-transcribe on $M/samples: cpu vs cuda fp32 vs cuda fp16"
   for mode in "cpu fp32" "cuda fp32" "cuda fp16"; do
     set -- $mode
-    timeout $(tmo 60) $B/rnnt-transcribe --model $M --backend $1 --precision $2 --batch 4 $M/samples/*.npy > /tmp/dd/cli.txt 2>&1
-    echo "$1 $2: exit $? $(md5sum < /tmp/dd/cli.txt | cut -c1-8)"
-    { echo "== $1 $2"; cat /tmp/dd/cli.txt; } >> "$OUT/cli.txt"
+    timeout $(tmo 60) $B/rnnt-transcribe --model $M --backend $1 --precision $2 --batch 4 $M/samples/*.npy > $DD/cli.txt 2>&1
+    echo "$1 $2: exit $? $(md5sum < $DD/cli.txt | cut -c1-8)"
+    { echo "== $1 $2"; cat $DD/cli.txt; } >> "$OUT/cli.txt"
   done
-  tail -4 /tmp/dd/cli.txt
+  tail -4 $DD/cli.txt
 fi
 
 if has suite; then
@@ -43,18 +46,18 @@ if has suite; then
          RNNTD_TEST_BACKEND=cuda RNNTD_TEST_PRECISION=fp32
   for t in ${SUITES:-api batching hostile lifecycle}; do
     log "HTTP suite $t against --backend cuda --precision fp32"
-    timeout $(tmo 150) python3 tests/server/test_$t.py -v > /tmp/dd/suite.log 2>&1
-    rc=$?; echo "exit $rc"; grep -E "^Ran |^OK|FAILED|^FAIL:|^ERROR:" /tmp/dd/suite.log
-    [ $rc = 0 ] || grep -v -E " \.\.\. ok$" /tmp/dd/suite.log | tail -40
-    { echo "== $t"; cat /tmp/dd/suite.log; } >> "$OUT/suite.log"
+    timeout $(tmo 150) python3 tests/server/test_$t.py -v > $DD/suite.log 2>&1
+    rc=$?; echo "exit $rc"; grep -E "^Ran |^OK|FAILED|^FAIL:|^ERROR:" $DD/suite.log
+    [ $rc = 0 ] || grep -v -E " \.\.\. ok$" $DD/suite.log | tail -40
+    { echo "== $t"; cat $DD/suite.log; } >> "$OUT/suite.log"
   done
   unset RNNTD_TEST_BACKEND RNNTD_TEST_PRECISION
 fi
 
 # start_daemon BACKEND CONFIG_TEXT: starts rnntd on the shipped model, sets PID and PORT
 start_daemon() {
-  printf '%s\n' "$2" > /tmp/dd/rnntd.yaml
-  $B/rnntd --config /tmp/dd/rnntd.yaml --model $M --backend $1 --port 0 2> "$OUT/rnntd-$1.log" &
+  printf '%s\n' "$2" > $DD/rnntd.yaml
+  $B/rnntd --config $DD/rnntd.yaml --model $M --backend $1 --port 0 2> "$OUT/rnntd-$1.log" &
   PID=$!; PORT=""
   for _ in $(seq 600); do
     grep -q 'msg=ready' "$OUT/rnntd-$1.log" && { PORT=$(sed -n 's/.*msg=listening .*port=\([0-9]*\).*/\1/p' "$OUT/rnntd-$1.log"); break; }
@@ -74,14 +77,14 @@ load() {
   local name=$1 procs=$2 clients=$3 secs=$4; shift 4
   log "load $name: $procs processes x $clients clients, $secs s, ${*:-random 10 s utterances}"
   local src="--frames 1000 --utterances 16"; [ $# -gt 0 ] && src="$*"
-  rm -f /tmp/dd/load-*.json
+  rm -f $DD/load-*.json
   for p in $(seq $procs); do
     timeout $(tmo $(( secs + 60 ))) python3 tests/bench/loadgen.py --url http://127.0.0.1:$PORT $src \
-      --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json > /tmp/dd/load-$p.json 2>&1 &
+      --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json > $DD/load-$p.json 2>&1 &
   done
   wait $(jobs -p | grep -v "^$PID$") 2>/dev/null
-  for f in /tmp/dd/load-*.json; do echo "$name $(tail -1 $f)"; done >> "$OUT/load.jsonl"
-  python3 - /tmp/dd/load-*.json <<'PY'
+  for f in $DD/load-*.json; do echo "$name $(tail -1 $f)"; done >> "$OUT/load.jsonl"
+  python3 - $DD/load-*.json <<'PY'
 import json, sys
 reps = [json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:]]
 ok = sum(r["requests_ok"] for r in reps); rps = sum(r["requests_per_s"] for r in reps)
@@ -168,6 +171,22 @@ if has unit; then
   log "test_cuda_engine (RNNT_GPU_MODELS=$M)"
   RNNT_TEST_DATA=$PWD/tests/data RNNT_GPU_MODELS=$M timeout $(tmo 240) $B/test_cuda_engine > "$OUT/unit.log" 2>&1
   echo "exit $?"; grep -E "PASSED|FAILED|fp16 vs|identical|mismatch" "$OUT/unit.log" | cut -c1-300 | tail -30
+fi
+
+if has quickenv; then
+  log "test_golden, quick mode, per golden model and switch combination, no sanitizer"
+  mkdir -p "$OUT/quickenv"
+  for envs in "RNNT_CUDA_GRAPHS=0 RNNT_CUDA_DECODE=host RNNT_CUDA_MAPPED=0" "RNNT_CUDA_GRAPHS=0" "RNNT_CUDA_DECODE=host" \
+              "RNNT_CUDA_MAPPED=0" "RNNT_CUDA_DECODE=host RNNT_CUDA_MAPPED=0" "RNNT_TEST_QUICK=1"; do
+    ( for g in $(ls "$G"); do
+        [ -f "$G/$g/golden.safetensors" ] || continue
+        f="$OUT/quickenv/${envs// /_}-$g.log"
+        env $envs RNNT_TEST_ONLY=test_golden RNNT_TEST_GOLDEN=$g RNNT_TEST_QUICK=1 RNNT_TEST_DATA=$PWD/tests/data \
+          OPENBLAS_NUM_THREADS=1 timeout $(tmo 60) $B/test_cuda_engine > "$f" 2>&1
+        echo "[$envs] $g: exit $? $(grep -E '^seed|differ|first diff|want status|rror' "$f" | head -4 | tr '\n' ' ' | cut -c1-400)"
+      done ) &
+  done
+  wait
 fi
 
 if has racecheck; then
