@@ -301,11 +301,16 @@ static void test_generated(void **state)
     (void)state;
     size_t n_models = g_quick ? 1 : sizeof gen_models / sizeof gen_models[0];
     for (size_t i = 0; i < n_models; i++) {
-        char *dir = tu_tmpdir();
-        gm_write_model(dir, &gen_models[i], g_seed + i);
-        int labels = check_model(dir, g_quick ? 40 : 150 + (int)i * 31, g_seed + 100 + i);
+        /* a random model may emit nothing on a few short utterances (quick mode: 12 x <= 40 frames), and a
+         * comparison of empty transcripts proves little: then another draw of weights and inputs */
+        int labels = 0;
+        for (uint64_t draw = 0; draw < 4 && labels == 0; draw++) {
+            char *dir = tu_tmpdir();
+            gm_write_model(dir, &gen_models[i], g_seed + i + 7919 * draw);
+            labels = check_model(dir, g_quick ? 40 : 150 + (int)i * 31, g_seed + 100 + i + 7919 * draw);
+            tu_rmdir(dir);
+        }
         assert_true(labels > 0);
-        tu_rmdir(dir);
     }
 }
 
