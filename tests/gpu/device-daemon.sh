@@ -176,6 +176,7 @@ fi
 if has quickenv; then
   log "test_golden, quick mode, per golden model and switch combination, no sanitizer"
   mkdir -p "$OUT/quickenv"
+  # the last combination sets no switch (RNNT_TEST_QUICK=1 is set anyway; env needs a word)
   for envs in "RNNT_CUDA_GRAPHS=0 RNNT_CUDA_DECODE=host RNNT_CUDA_MAPPED=0" "RNNT_CUDA_GRAPHS=0" "RNNT_CUDA_DECODE=host" \
               "RNNT_CUDA_MAPPED=0" "RNNT_CUDA_DECODE=host RNNT_CUDA_MAPPED=0" "RNNT_TEST_QUICK=1"; do
     ( for g in $(ls "$G"); do

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Transcripts of one set of feature files by several backends (rnnt-transcribe outputs, "path<TAB>text"
 per line), against each other and against the references: how many utterances each backend gives
-exactly as the first one does, and each one's WER. No torch: it runs on the GPU machine as it is.
+exactly as the first one does, and each one's WER (models/train/data.py's error_rates, as evaluate.py).
 
     parity_cli.py MANIFEST.jsonl NAME=OUTPUT.txt [NAME=OUTPUT.txt ...]
 
@@ -11,15 +11,8 @@ import json
 import os
 import sys
 
-
-def edit_distance(a, b):
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "train"))
+from data import error_rates  # noqa: E402
 
 
 def read_output(path):
@@ -49,10 +42,9 @@ def main():
             status = 1
             continue
         same = sum(out[i] == base[i] for i in ids)
-        we = sum(edit_distance(refs[i].split(), out[i].split()) for i in ids)
-        wn = sum(len(refs[i].split()) for i in ids)
+        wer, _, we, wn, _, _ = error_rates([(refs[i], out[i]) for i in ids])
         print("%-16s %d/%d transcripts identical to %s's (%.1f%%), WER %.2f%% (%d/%d words)"
-              % (name, same, len(ids), outs[0][0], 100.0 * same / len(ids), 100.0 * we / wn, we, wn))
+              % (name, same, len(ids), outs[0][0], 100.0 * same / len(ids), 100.0 * wer, we, wn))
     return status
 
 
