@@ -26,6 +26,7 @@
 #define RNNT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -137,6 +138,66 @@ typedef struct {
 rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results,
                                rnnt_timing *timing, char *err, size_t errlen);
 void rnnt_result_clear(rnnt_result *res);
+
+/* ---- The feature frontend: PCM at the model's sample rate -> log-mel features -------------------
+ * Computes the model's `frontend` block exactly as models/train/features.py does (FORMAT.md): pre-
+ * emphasis, dither (see below), framing with center false (frame i = samples [i*hop, i*hop + win)),
+ * the symmetric window, a zero-padded real FFT of n_fft, |X|^power, the mel filterbank of the model's
+ * scale and norm, ln(max(mel, log_floor)). Normalisation by frontend.mean/std is NOT applied: the
+ * runner applies it, so these features are what a client would send as .npy.
+ *
+ * Handles, split by lifetime:
+ *   rnnt_frontend         the window, filterbank and FFT plan of one model, made once; immutable
+ *                         after creation, so any number of threads and streams may share one. It does
+ *                         not refer to the model after creation.
+ *   rnnt_frontend_stream  one utterance being fed: the samples not yet framed (at most win_length - 1
+ *                         plus the previous sample for pre-emphasis) and scratch. One thread at a time.
+ * Thread safety: FFTW's planner is not thread-safe (only fftwf_execute* is). rnnt_frontend_create and
+ * rnnt_frontend_free take a process-wide engine lock around planning, so engine threads may create and
+ * free frontends at any time; a program that calls FFTW's planner itself must not do so concurrently.
+ * Feeding streams from many threads at once (one stream per thread) is safe.
+ *
+ * Streaming: samples may come in chunks of any size, aligned to the hop or not; the frames are bitwise
+ * the same as feeding the whole utterance at once (a frame depends only on the samples it covers).
+ * Samples left over at the end of an utterance (fewer than win_length after the last frame's start +
+ * hop) make no frame, as in training (center false, no padding).
+ *
+ * Dither (frontend.dither > 0; 0 in every shipped model): Gaussian noise of that standard deviation
+ * is added after pre-emphasis, drawn from a counter-based generator seeded per stream (the n-th sample
+ * of a stream always gets the same noise for a given seed), so results are reproducible and chunking-
+ * invariant; it is not PyTorch's random stream, so such features only match training in distribution.
+ */
+typedef struct rnnt_frontend rnnt_frontend;
+typedef struct rnnt_frontend_stream rnnt_frontend_stream;
+
+rnnt_status rnnt_frontend_create(const rnnt_model *m, rnnt_frontend **out, char *err, size_t errlen);
+void rnnt_frontend_free(rnnt_frontend *fe);
+int rnnt_frontend_dim(const rnnt_frontend *fe);          /* n_mels = the model's feature_dim */
+int rnnt_frontend_sample_rate(const rnnt_frontend *fe);  /* the rate the samples must have */
+/* Frames a whole utterance of n samples gives: 0 when n < win_length, else 1 + (n - win_length) / hop. */
+long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n_samples);
+/* The FFT library the engine was built with, e.g. "fftw-3.3.10-sse2-avx" or "kissfft". */
+const char *rnnt_frontend_fft_name(void);
+
+rnnt_status rnnt_frontend_stream_create(const rnnt_frontend *fe, uint64_t dither_seed, rnnt_frontend_stream **out,
+                                        char *err, size_t errlen);
+void rnnt_frontend_stream_free(rnnt_frontend_stream *s);
+/* Forget every sample fed so far: the next sample starts a new utterance. */
+void rnnt_frontend_stream_reset(rnnt_frontend_stream *s);
+/* Frames that feeding n more samples would complete (to size the output of the next feed). */
+long long rnnt_frontend_stream_frames_after(const rnnt_frontend_stream *s, size_t n);
+/* Feed n samples: float samples in [-1, 1] (16-bit PCM / 32768, as in training) or 16-bit PCM.
+ * Writes the frames they complete to out ([frames, n_mels] row-major, at most max_frames rows) and
+ * their count to *n_frames. Non-finite samples (RNNT_ERR_INVALID) or more frames than max_frames
+ * (RNNT_ERR_TOO_LARGE) consume nothing and leave the stream as it was. */
+rnnt_status rnnt_frontend_feed_f32(rnnt_frontend_stream *s, const float *x, size_t n, float *out, long long max_frames,
+                                   int *n_frames, char *err, size_t errlen);
+rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, size_t n, float *out, long long max_frames,
+                                   int *n_frames, char *err, size_t errlen);
+/* A whole utterance: *feats is malloc'd [*frames, n_mels] (NULL when there are no frames; free()).
+ * Uses dither seed 0. Fails with RNNT_ERR_TOO_LARGE past max_frames frames (0 = no limit but INT_MAX). */
+rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats,
+                                      int *frames, char *err, size_t errlen);
 
 /* 1 when the engine was built with the CUDA backend and at least one device is usable. */
 int rnnt_cuda_available(void);
