@@ -105,7 +105,7 @@ static void test_errors(void **state)
     /* a file that is not .npy, next to a good one: the good one is still transcribed */
     snprintf(cmd, sizeof cmd, "%s --model %s %s/model.yaml %s/utt1.npy", cli(), dir, dir, dir);
     assert_int_equal(run(cmd, out, sizeof out), 1);
-    assert_non_null(strstr(out, "model.yaml: not a .npy file (bad magic)"));
+    assert_non_null(strstr(out, "model.yaml: neither a .npy feature file nor a recognised audio file"));
     assert_non_null(strstr(out, "utt1.npy\t"));
     /* features of another model's width */
     char other[1024];
