@@ -4,8 +4,10 @@
  * checked block by block for streams whose header does not state it (MP3, Ogg) or states too little. */
 #include <errno.h>
 #include <math.h>
+#include <ogg/ogg.h>
 #include <soxr.h>
 #include <sndfile.h>
+#include <vorbis/codec.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,59 @@ static sf_count_t vio_read(void *dst, sf_count_t count, void *u)
 static sf_count_t vio_write(const void *src, sf_count_t count, void *u) { return 0; }
 static sf_count_t vio_tell(void *u) { return ((membuf *)u)->pos; }
 
+/* ---- Ogg Vorbis headers ------------------------------------------------------------------------
+ * libsndfile 1.2.0 leaks libvorbis's codec setup (5,784 bytes) whenever a Vorbis stream's headers fail
+ * to parse (it returns without vorbis_info_clear): a hostile body per request would grow the daemon
+ * without bound. So the three header packets of the first Vorbis stream are parsed here first, with
+ * the same libvorbis, cleaning up on every path; libsndfile only sees streams whose headers parse. */
+
+static rnnt_status check_vorbis_headers(const char *name, const void *data, size_t len, char *err, size_t errlen)
+{
+    ogg_sync_state oy;
+    ogg_stream_state os;
+    ogg_page og;
+    ogg_packet op;
+    vorbis_info vi;
+    vorbis_comment vc;
+    int have_stream = 0, headers = 0, is_vorbis = -1, bad = 0;
+    ogg_sync_init(&oy);
+    vorbis_info_init(&vi);
+    vorbis_comment_init(&vc);
+    char *buf = ogg_sync_buffer(&oy, (long)len);
+    if (!buf) bad = 1;
+    else {
+        memcpy(buf, data, len);
+        ogg_sync_wrote(&oy, (long)len);
+    }
+    while (!bad && headers < 3 && ogg_sync_pageout(&oy, &og) == 1) {
+        if (!have_stream) {
+            if (!ogg_page_bos(&og)) continue;
+            ogg_stream_init(&os, ogg_page_serialno(&og));
+            have_stream = 1;
+        }
+        if (ogg_page_serialno(&og) != os.serialno) continue;
+        if (ogg_stream_pagein(&os, &og)) { bad = 1; break; }
+        while (headers < 3) {
+            int r = ogg_stream_packetout(&os, &op);
+            if (r == 0) break;
+            if (r < 0) { bad = 1; break; }
+            if (is_vorbis < 0) is_vorbis = op.bytes >= 7 && !memcmp(op.packet, "\x01vorbis", 7);
+            if (!is_vorbis) break;
+            if (vorbis_synthesis_headerin(&vi, &vc, &op)) { bad = 1; break; }
+            headers++;
+        }
+        if (is_vorbis == 0) break;
+    }
+    vorbis_comment_clear(&vc);
+    vorbis_info_clear(&vi);
+    if (have_stream) ogg_stream_clear(&os);
+    ogg_sync_clear(&oy);
+    if (is_vorbis == 0) return RNNT_OK; /* Opus or another codec: libsndfile's own checks apply */
+    if (bad || headers < 3)
+        return rnnt_set_err(err, errlen, RNNT_ERR_FORMAT, "%s: malformed Ogg Vorbis headers (%d of 3 parsed)", name, headers);
+    return RNNT_OK;
+}
+
 /* ---- decoding ------------------------------------------------------------------------------- */
 
 static rnnt_status resample(const char *name, float *in, size_t n, int from, int to, float **out, size_t *n_out, char *err, size_t errlen)
@@ -112,6 +167,10 @@ rnnt_status rnnt_audio_decode(const char *name, const void *data, size_t len, in
         return rnnt_set_err(err, errlen, RNNT_ERR_FORMAT,
                             "%s: not a recognised audio file (no WAV, FLAC, Ogg, MP3, AIFF, AU, CAF or W64 signature at the start)", name);
 
+    if (!strcmp(inf.container, "ogg")) {
+        rnnt_status vs = check_vorbis_headers(name, data, len, err, errlen);
+        if (vs) return vs;
+    }
     membuf mb = {data, (sf_count_t)len, 0};
     SF_VIRTUAL_IO vio = {vio_len, vio_seek, vio_read, vio_write, vio_tell};
     SF_INFO si;
