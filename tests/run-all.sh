@@ -5,7 +5,7 @@
 # GPU tests (label gpu) skip where no GPU exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/install-deps.sh
+./deploy/install-deps.sh --test
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DRNNTD_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
