@@ -96,7 +96,15 @@ static void test_golden(void **state)
         rnnt_model *m;
         rnnt_frontend *fe;
         model_dir(configs[ci], dir, sizeof dir);
-        load(dir, &m, &fe);
+        if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+        rnnt_status cst = rnnt_frontend_create(m, &fe, err, sizeof err);
+        if (cst == RNNT_ERR_UNSUPPORTED && strstr(err, "KissFFT")) {
+            /* an odd n_fft in a -DRNNTD_FFT=kissfft build: refused by name, as it should be */
+            print_message("frontend %s: %s (skipped in this build)\n", configs[ci], err);
+            rnnt_model_free(m);
+            continue;
+        }
+        if (cst) fail_msg("%s", err);
         int M = rnnt_frontend_dim(fe);
         float floor_feat = logf((float)m->fe.log_floor);
         snprintf(path, sizeof path, "%s/frontend/%s/cases.txt", tu_data_dir(), configs[ci]);
