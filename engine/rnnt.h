@@ -9,6 +9,13 @@
  *                time per runner; use one runner per worker thread.
  *   rnnt_result  the decoding of one utterance (tokens, frames, text); owned by the caller, released
  *                with rnnt_result_clear().
+ *   rnnt_frontend / rnnt_frontend_stream  PCM -> features (below): one frontend per model, shared by
+ *                threads; one stream per utterance and thread.
+ *
+ * Thread safety: a model and a frontend are read-only and shareable; a runner or a stream is used by one
+ * thread at a time. FFTW's planner is not thread-safe: the engine serialises its own planning (frontend
+ * creation and release) under a process-wide lock, so a program that also plans FFTs with FFTW itself
+ * must not do so while creating or freeing frontends.
  *
  * Errors: every function that can fail returns an rnnt_status and, when err is not NULL, writes a
  * one-line message into err (at most errlen bytes, always NUL-terminated). Nothing here exits or aborts
