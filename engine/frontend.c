@@ -222,6 +222,7 @@ void rnnt_frontend_free(rnnt_frontend *fe)
 
 int rnnt_frontend_dim(const rnnt_frontend *fe) { return fe->cfg.n_mels; }
 int rnnt_frontend_sample_rate(const rnnt_frontend *fe) { return fe->cfg.sample_rate; }
+int rnnt_frontend_fft_size(const rnnt_frontend *fe) { return fe->cfg.n_fft; }
 
 long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n)
 {

@@ -181,6 +181,7 @@ rnnt_status rnnt_frontend_create(const rnnt_model *m, rnnt_frontend **out, char 
 void rnnt_frontend_free(rnnt_frontend *fe);
 int rnnt_frontend_dim(const rnnt_frontend *fe);          /* n_mels = the model's feature_dim */
 int rnnt_frontend_sample_rate(const rnnt_frontend *fe);  /* the rate the samples must have */
+int rnnt_frontend_fft_size(const rnnt_frontend *fe);     /* n_fft */
 /* Frames a whole utterance of n samples gives: 0 when n < win_length, else 1 + (n - win_length) / hop. */
 long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n_samples);
 /* The FFT library the engine was built with, e.g. "fftw-3.3.10-sse2-avx" or "kissfft". */

@@ -16,6 +16,27 @@ void rnnt_words_free(rnnt_word *w, int n)
     free(w);
 }
 
+/* Ends the word being built (cur[0..len), tokens first..last), if any, as w[*nw]. */
+static rnnt_status close_word(const rnnt_result *res, double shift, double total, char *cur, size_t *len, int *first, int last,
+                              rnnt_word *w, int *nw)
+{
+    if (*len) {
+        cur[*len] = 0;
+        rnnt_word *o = &w[*nw];
+        if (!(o->text = strdup(cur))) return RNNT_ERR_NOMEM;
+        o->first_token = *first;
+        o->n_tokens = last - *first + 1;
+        o->start_s = res->frames[*first] * shift;
+        double e = (res->frames[last] + 1) * shift;
+        o->end_s = e < total ? e : total;
+        if (o->end_s < o->start_s) o->end_s = o->start_s;
+        (*nw)++;
+    }
+    *len = 0;
+    *first = -1;
+    return RNNT_OK;
+}
+
 rnnt_status rnnt_result_words(const rnnt_model *m, const rnnt_result *res, rnnt_word **words, int *n_words, char *err, size_t errlen)
 {
     *words = NULL;
@@ -39,27 +60,11 @@ rnnt_status rnnt_result_words(const rnnt_model *m, const rnnt_result *res, rnnt_
     int nw = 0, first = -1, last = -1;
     size_t len = 0;
     rnnt_status st = RNNT_OK;
-#define CLOSE_WORD()                                                                                           \
-    do {                                                                                                       \
-        if (len) {                                                                                             \
-            cur[len] = 0;                                                                                      \
-            if (!(w[nw].text = strdup(cur))) { st = rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory"); goto out; } \
-            w[nw].first_token = first;                                                                         \
-            w[nw].n_tokens = last - first + 1;                                                                 \
-            w[nw].start_s = res->frames[first] * shift;                                                        \
-            double e = (res->frames[last] + 1) * shift;                                                        \
-            w[nw].end_s = e < total ? e : total;                                                               \
-            if (w[nw].end_s < w[nw].start_s) w[nw].end_s = w[nw].start_s;                                      \
-            nw++;                                                                                              \
-        }                                                                                                      \
-        len = 0;                                                                                               \
-        first = -1;                                                                                            \
-    } while (0)
-    for (int i = 0; i < res->n_tokens; i++) {
+    for (int i = 0; i < res->n_tokens && !st; i++) {
         const char *t = rnnt_model_token(m, res->tokens[i]);
-        while (*t) {
+        while (*t && !st) {
             if (!strncmp(t, boundary, 3)) {
-                CLOSE_WORD();
+                st = close_word(res, shift, total, cur, &len, &first, last, w, &nw);
                 t += 3;
                 continue;
             }
@@ -68,13 +73,11 @@ rnnt_status rnnt_result_words(const rnnt_model *m, const rnnt_result *res, rnnt_
             cur[len++] = *t++;
         }
     }
-    CLOSE_WORD();
-#undef CLOSE_WORD
-out:
+    if (!st) st = close_word(res, shift, total, cur, &len, &first, last, w, &nw);
     free(cur);
     if (st) {
         rnnt_words_free(w, nw);
-        return st;
+        return rnnt_set_err(err, errlen, st, "out of memory");
     }
     /* emissions of neighbouring words can share a frame: a word ends no later than the next starts */
     for (int i = 0; i + 1 < nw; i++)

@@ -99,20 +99,7 @@ int main(int argc, char **argv)
     rnnt_frontend_stream_free(st);
 
     /* 2. the FFT alone, on the first frames of the same audio */
-    const rnnt_model_info *info = rnnt_model_get_info(m);
-    (void)info;
-    int nfft = 0;
-    {
-        /* n_fft is not in the public info: recover it from the bins of a probe is overkill; read the yaml */
-        char path[1200];
-        snprintf(path, sizeof path, "%s/model.yaml", dir);
-        FILE *f = fopen(path, "r");
-        char line[256];
-        while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, " n_fft: %d", &nfft) == 1) break;
-        if (f) fclose(f);
-    }
-    if (nfft <= 0) nfft = 512;
+    int nfft = rnnt_frontend_fft_size(fe);
     enum { NT = 20000 };
     float *in = fftwf_malloc(sizeof(float) * nfft * 2), *buf = fftwf_malloc(sizeof(float) * nfft);
     fftwf_complex *o = fftwf_malloc(sizeof(fftwf_complex) * (nfft / 2 + 1));
