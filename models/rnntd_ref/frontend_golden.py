@@ -1,6 +1,6 @@
 """Golden files for the C feature frontend (engine/frontend.c) from the Python one (models/train/features.py).
 
-    python3 -m rnntd_ref.frontend_golden --out tests/data/frontend        (run from models/)
+    cd models && /usr/bin/python3 -m rnntd_ref.frontend_golden --out ../tests/data/frontend
 
 Writes, deterministically (the same command writes the same bytes):
   waves/<signal>.npy      float32 [N, 1]: 16-bit PCM values / 32768, so the C test can feed them as float or
