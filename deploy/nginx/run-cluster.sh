@@ -14,7 +14,7 @@
 #   deploy/nginx/run-cluster.sh --dir DIR status        one line per process
 #
 # Environment: RNNTD_BIN (build/server/rnntd), RNNTD_CONFIG (conf/rnntd.yaml), RNNTD_MODEL
-# (models/en-char-small), RNNTD_ARGS (more daemon flags, e.g. "--backend cpu"), NGINX (nginx),
+# (models/en-char-small), RNNTD_ARGS (more daemon flags, e.g. "--backend cpu"), RNNTD_NGINX (nginx),
 # RNNTD_MAX_FAILS (1) and RNNTD_FAIL_TIMEOUT_S (2): nginx's passive health check per daemon.
 # The nginx limits come from the daemons' effective configuration (rnntd --print-config): body size,
 # idle and read timeouts, connections per daemon. The template is deploy/nginx/rnntd.conf.template.
@@ -27,7 +27,9 @@ src=$(cd "$here/../.." && pwd)
 BIN=${RNNTD_BIN:-$src/build/server/rnntd}
 CONFIG=${RNNTD_CONFIG:-$src/conf/rnntd.yaml}
 MODEL=${RNNTD_MODEL:-$src/models/en-char-small}
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+NGINX_BIN=${RNNTD_NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+# nginx reads NGINX itself (listening sockets handed over in a binary upgrade): never pass one on.
+unset NGINX
 MAX_FAILS=${RNNTD_MAX_FAILS:-1}
 FAIL_TIMEOUT=${RNNTD_FAIL_TIMEOUT_S:-2}
 read -r -a EXTRA <<<"${RNNTD_ARGS:-}"
@@ -130,9 +132,9 @@ start_nginx() {
   for try in 1 2 3 4 5; do
     if [ -z "$listen" ] || [ "$try" -gt 1 ]; then listen="127.0.0.1:$(free_port)"; fi
     write_nginx_conf "$1"
-    "$NGINX" -t -q -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" || die "nginx -t failed on $dir/nginx.conf"
+    "$NGINX_BIN" -t -q -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" || die "nginx -t failed on $dir/nginx.conf"
     # daemon on: the master forks and writes nginx.pid; it is ours alone (its own prefix and pid file).
-    if "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log"; then
+    if "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log"; then
       echo "${listen##*:}" >"$dir/nginx.port"
       return 0
     fi
@@ -190,7 +192,7 @@ esac
 n=$1
 [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "N must be a positive number, not '$n'"
 [ -x "$BIN" ] || die "$BIN is not built (cmake -S . -B build && cmake --build build)"
-command -v "$NGINX" >/dev/null || die "no nginx (deploy/install-deps.sh installs Debian's)"
+command -v "$NGINX_BIN" >/dev/null || die "no nginx (deploy/install-deps.sh installs Debian's)"
 "$BIN" --check-config --config "$CONFIG" >/dev/null
 if [ -z "$dir" ]; then dir=$(mktemp -d "${TMPDIR:-/tmp}/rnntd-cluster.XXXXXX"); fi
 mkdir -p "$dir"
