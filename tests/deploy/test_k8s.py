@@ -275,6 +275,7 @@ class Consistency(unittest.TestCase):
             r = subprocess.run([BIN, "--check-config", "--config", conf], capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 0, r.stderr)
             log = os.path.join(tmp, "log")
+            t_start = time.monotonic()
             with open(log, "wb") as lf:
                 # Loopback only, a free port: the ConfigMap's port is checked against the manifests above.
                 proc = subprocess.Popen([BIN, "--config", conf, "--listen", "127.0.0.1", "--port", "0",
@@ -302,7 +303,21 @@ class Consistency(unittest.TestCase):
             while get(c["readinessProbe"]["httpGet"]["path"])[0] != 200 and time.monotonic() < end:
                 time.sleep(0.05)
             self.assertEqual(get(c["readinessProbe"]["httpGet"]["path"])[0], 200)
+            ready_s = time.monotonic() - t_start
             self.assertEqual(get(c["startupProbe"]["httpGet"]["path"])[0], 200)
+            # Timings: ready well inside the startup probe's budget, probes answered well inside their
+            # timeouts (the slowest of 20 GETs each).
+            sp = c["startupProbe"]
+            self.assertLess(ready_s * 4, sp["periodSeconds"] * sp["failureThreshold"])
+            for probe in ("livenessProbe", "readinessProbe"):
+                worst = 0.0
+                for _ in range(20):
+                    t = time.monotonic()
+                    self.assertEqual(get(c[probe]["httpGet"]["path"])[0], 200)
+                    worst = max(worst, time.monotonic() - t)
+                self.assertLess(worst * 4, c[probe]["timeoutSeconds"], probe)
+            print("ConfigMap's config on the shipped model: ready %.2f s after the start (startup budget %d s)"
+                  % (ready_s, sp["periodSeconds"] * sp["failureThreshold"]))
             st, metrics = get(self.sm["spec"]["endpoints"][0]["path"])
             self.assertEqual(st, 200)
             self.assertRegex(metrics.decode(), r"(?m)^rnntd_queue_depth \d+$")
