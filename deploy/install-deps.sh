@@ -10,6 +10,8 @@ pkgs=(
   python3 python3-numpy python3-yaml python3-torch systemd xz-utils
   nginx python3-venv
 )
+# nginx: the tests run their own as the current user (deploy/nginx/run-cluster.sh). Debian's package
+# also enables a system nginx on port 80 where systemd runs; `systemctl disable --now nginx` if unwanted.
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

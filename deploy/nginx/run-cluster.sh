@@ -56,7 +56,18 @@ conf_value() {
     cur == sec && $1 == key && !done { v = $2; gsub(/"/, "", v); print v; done = 1 }'
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive PIDFILE: the recorded process still runs and is ours, not a later process that got its pid:
+# a daemon's stderr is its log in this state directory, nginx's command line names this directory.
+alive() {
+  local pid
+  [ -f "$1" ] || return 1
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  case "$1" in
+    */nginx.pid) tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "-p $dir " ;;
+    *) [ "$(readlink "/proc/$pid/fd/2" 2>/dev/null)" = "$(dirname "$1")/stderr.log" ] ;;
+  esac
+}
 
 # ---- start daemon I on PORT (0: the kernel picks); waits until it is ready, records pid and port
 start_daemon() {
@@ -73,7 +84,7 @@ start_daemon() {
       got=$(sed -n 's/.*msg=listening .*port=\([0-9]*\).*/\1/p' "$d/stderr.log" | tail -1)
       break
     fi
-    alive "$d/pid" || { cat "$d/stderr.log" >&2; die "rnntd $i exited during start"; }
+    kill -0 "$(cat "$d/pid")" 2>/dev/null || { cat "$d/stderr.log" >&2; die "rnntd $i exited during start"; }
     sleep 0.05
   done
   [ -n "$got" ] || { cat "$d/stderr.log" >&2; die "rnntd $i did not become ready in 30 s"; }
@@ -168,7 +179,7 @@ restart_daemon() {
 case "$1" in
   restart|rolling-restart|stop|status)
     [ -n "$dir" ] && [ -d "$dir" ] || die "$1 needs --dir DIR of a running cluster"
-    dir=$(cd "$dir" && pwd)
+    dir=$(cd "$dir" && pwd -P)
     case "$1" in
       restart) [ $# -eq 2 ] || die "restart needs the daemon's index"; restart_daemon "$2" ;;
       rolling-restart)
@@ -196,7 +207,7 @@ command -v "$NGINX_BIN" >/dev/null || die "no nginx (deploy/install-deps.sh inst
 "$BIN" --check-config --config "$CONFIG" >/dev/null
 if [ -z "$dir" ]; then dir=$(mktemp -d "${TMPDIR:-/tmp}/rnntd-cluster.XXXXXX"); fi
 mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
+dir=$(cd "$dir" && pwd -P)
 if [ "$detach" = 0 ]; then trap 'stop_all' EXIT; trap 'exit 130' INT TERM; fi
 for i in $(seq 0 $((n - 1))); do start_daemon "$i" 0; done
 start_nginx "$n"

@@ -58,11 +58,14 @@ class Cluster:
         self.env = dict(os.environ, RNNTD_BIN=BIN, RNNTD_MODEL=MODEL, RNNTD_NGINX=NGINX,
                         RNNTD_FAIL_TIMEOUT_S=str(FAIL_TIMEOUT_S), RNNTD_ARGS="--backend cpu")
         self.n = n
-        r = self.run("--detach", str(n), timeout=60)
-        if r.returncode != 0:
-            self.close()
-            raise RuntimeError("run-cluster.sh failed:\n" + r.stdout + r.stderr)
-        self.port = int(read(os.path.join(self.dir, "nginx.port")))
+        try:
+            r = self.run("--detach", str(n), timeout=60)
+            if r.returncode != 0:
+                raise RuntimeError("run-cluster.sh failed:\n" + r.stdout + r.stderr)
+            self.port = int(read(os.path.join(self.dir, "nginx.port")))
+        except BaseException:
+            self.close()  # whatever it had started (a timeout included) ends here
+            raise
 
     def run(self, *args, timeout=60):
         return subprocess.run([SCRIPT, "--dir", self.dir] + list(args), env=self.env, capture_output=True,
@@ -100,11 +103,18 @@ class Cluster:
         try:
             self.run("stop", timeout=90)
         finally:
-            # Whatever survived the script's stop (it should be nothing) is ours to end.
-            pids = glob.glob(os.path.join(self.dir, "rnntd-*", "pid")) + [os.path.join(self.dir, "nginx.pid")]
-            for p in pids:
+            # Whatever survived the script's stop (it should be nothing) is ours to end: a daemon whose
+            # stderr is its log here, the nginx whose command line names this directory.
+            for p in glob.glob(os.path.join(self.dir, "rnntd-*", "pid")) + [os.path.join(self.dir, "nginx.pid")]:
                 try:
-                    os.kill(int(read(p)), signal.SIGKILL)
+                    pid = int(read(p))
+                    if p.endswith("nginx.pid"):
+                        ours = ("-p\0%s\0" % os.path.realpath(self.dir)).encode() in read("/proc/%d/cmdline" % pid)
+                    else:
+                        ours = os.readlink("/proc/%d/fd/2" % pid) == os.path.realpath(
+                            os.path.join(os.path.dirname(p), "stderr.log"))
+                    if ours:
+                        os.kill(pid, signal.SIGKILL)
                 except (OSError, ValueError):
                     pass
             shutil.rmtree(self.dir, ignore_errors=True)
