@@ -168,9 +168,11 @@ def priority(pkg):
 
 class BuildRecipe(unittest.TestCase):
     """Dockerfile.cpu's steps executed outside Docker (see the module's docstring)."""
+    DOCKERFILE = CPU
 
     @classmethod
     def setUpClass(cls):
+        cls.name = os.path.basename(cls.DOCKERFILE)
         cls.tmp = tempfile.mkdtemp(prefix="rnntd-docker-")
         os.chmod(cls.tmp, 0o755)  # the staged daemon runs as the image's uid, which must reach it
         cls.ctx = os.path.join(cls.tmp, "context")
@@ -178,9 +180,9 @@ class BuildRecipe(unittest.TestCase):
                       "STAGE": os.path.join(cls.tmp, "stage")}
         cls.root = os.path.join(cls.tmp, "root")
         cls.log = open(os.path.join(cls.tmp, "build.log"), "w")
-        n = df.build_context(SRC, cls.ctx, CPU + ".dockerignore")
+        n = df.build_context(SRC, cls.ctx, cls.DOCKERFILE + ".dockerignore")
         assert n > 50, "the build context has only %d files" % n
-        _, cls.stages = df.read_stages(CPU)
+        _, cls.stages = df.read_stages(cls.DOCKERFILE)
         build, runtime = cls.stages
         # The build stage's packages are what this host builds with: they must all be installed.
         pkgs = [p for _, a in build.all("RUN") for p in df.apt_packages(a)]
@@ -200,7 +202,7 @@ class BuildRecipe(unittest.TestCase):
             shutil.rmtree(cls.tmp, ignore_errors=True)
             raise
         cls.build_s = time.monotonic() - t
-        print("Dockerfile.cpu build stage executed in %.1f s (context %d files)" % (cls.build_s, n))
+        print("%s build stage executed in %.1f s (context %d files)" % (cls.name, cls.build_s, n))
 
     @classmethod
     def tearDownClass(cls):
@@ -230,6 +232,9 @@ class BuildRecipe(unittest.TestCase):
         self.assertIn('\n  path: "/usr/local/share/rnntd/model"\n', cfg.stdout)
 
     def test_2_runtime_packages_bring_every_library(self):
+        self.check_libraries()
+
+    def check_libraries(self):
         pkgs = self.runtime.packages
         have = apt_closure(pkgs + ["apt"])
         problems = []
@@ -301,6 +306,41 @@ class BuildRecipe(unittest.TestCase):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
+
+
+@unittest.skipUnless(os.environ.get("RNNTD_TEST_CUDA_RECIPE") == "1" and shutil.which("nvcc"),
+                     "opt-in (RNNTD_TEST_CUDA_RECIPE=1, nvcc on PATH): a CUDA build takes minutes")
+class BuildRecipeCuda(BuildRecipe):
+    """Dockerfile.cuda's build stage executed here with this host's CUDA toolkit (Debian 12, not the
+    devel image's Ubuntu 24.04); its runtime stage's Ubuntu package names cannot be checked against
+    Debian's archive, so the library check asks instead that every library the binaries load is a
+    Debian package of the runtime stage's list (Debian names), or one of the CUDA libraries that
+    NVIDIA's runtime image carries, or the driver's. The staged daemon runs on the CPU backend (no GPU
+    here)."""
+    DOCKERFILE = CUDA
+    CUDA_RUNTIME_LIBS = re.compile(r"^lib(cudart|cublas|cublasLt)\.so\.\d+$")
+    DEBIAN_NAMES = {"libmicrohttpd12t64": "libmicrohttpd12"}
+
+    def test_2_runtime_packages_bring_every_library(self):
+        pkgs = [self.DEBIAN_NAMES.get(p, p) for p in self.runtime.packages]
+        have = apt_closure(pkgs + ["apt"])
+        problems, cuda = [], set()
+        for binary in ("usr/local/bin/rnntd", "usr/local/bin/rnnt-transcribe"):
+            out = subprocess.run(["ldd", self.rootpath(binary)], capture_output=True, text=True, timeout=30).stdout
+            self.assertNotIn("not found", out)
+            for name, lib in re.findall(r"^\s*(\S+) => (/\S+)", out, re.M):
+                pkg = package_of(lib)
+                if pkg is None:
+                    if self.CUDA_RUNTIME_LIBS.match(name) or name == "libcuda.so.1":
+                        cuda.add(name)
+                    else:
+                        problems.append("%s: %s belongs to no package and is not a CUDA runtime library" %
+                                        (binary, lib))
+                elif pkg not in have and priority(pkg) != "required":
+                    problems.append("%s: %s comes from %s" % (binary, lib, pkg))
+        self.assertEqual(problems, [])
+        self.assertIn("libcublas.so.13", cuda)
+        print("%s: CUDA libraries the runtime image must provide: %s" % (self.name, sorted(cuda)))
 
 
 class HealthcheckScript(unittest.TestCase):
