@@ -377,7 +377,15 @@ class NginxCluster(unittest.TestCase):
         for i in range(3):
             self.assertNotEqual(self.cluster.pid(i), pids[i])
             self.assertTrue(self.cluster.alive(self.cluster.pid(i)))
-        # Every daemon served part of the load after its restart (nginx took each one back).
+        # nginx takes every restarted daemon back: once fail_timeout has passed, requests one after the
+        # other (least_conn ties go round robin) reach all three.
+        time.sleep(FAIL_TIMEOUT_S + 0.5)
+        base = len(self.cluster.access_log().splitlines())
+        body = self.bodies[sorted(self.bodies)[0]]
+        for _ in range(12):
+            st, _, data = self.post(body)
+            self.assertEqual(st, 200, data)
+        time.sleep(0.2)
         served = re.findall(r'upstream="([^"]*)" upstream_status="([^"]*)"',
                             "\n".join(self.cluster.access_log().splitlines()[base:]))
         ports_ok = {a.split(",")[-1].strip() for a, s in served if s.split(",")[-1].strip() == "200"}
