@@ -15,7 +15,11 @@
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
- *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s */
+ *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
+ *   RNNT_CUDA_STAGE_THREADS=n host threads that help stage a batch's features (cu_stage.h; default
+ *                            min(3, CPUs / 4); 0 none)
+ *   RNNT_CUDA_STAGE_CHUNK=b  bytes per staging chunk and transfer (default 2 MiB; helpers join from
+ *                            two chunks on) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +117,10 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     ep.persist = !pe ? 0 : strcmp(pe, "1") == 0 ? 1 : strcmp(pe, "0") == 0 ? -1 : 0; /* 0: by max_batch */
     const char *fu = getenv("RNNT_CUDA_FUSED");
     ep.fused = fu && strcmp(fu, "1") == 0;
+    const char *st = getenv("RNNT_CUDA_STAGE_THREADS");
+    if (st && *st) ep.stage_helpers = atoi(st) > 0 ? atoi(st) : -1;
+    const char *sc = getenv("RNNT_CUDA_STAGE_CHUNK");
+    if (sc && atol(sc) > 0) ep.stage_chunk = (size_t)atol(sc);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
     const char *mp = getenv("RNNT_CUDA_MAPPED");
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
