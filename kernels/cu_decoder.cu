@@ -34,6 +34,7 @@ struct cu_decoder {
     const char *note;
     dgraph graphs[8];
     int n_graphs;
+    int unroll;          /* decoding steps per WHILE iteration */
     cudaEvent_t ev[4];
 };
 
@@ -178,6 +179,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     }
     free(o_h);
     d->forced = CU_DEC_WHILE;
+    d->unroll = CU_DEC_UNROLL_DEFAULT;
     *out = d;
     return RNNT_OK;
 }
@@ -234,7 +236,8 @@ static rnnt_status build_while(cu_decoder *d, int nb, const int *t_enc_dev, cons
     CU_TRY(cudaGraphAddNode(&n_loop, g, &n_pro, NULL, 1, &cp));
     cudaGraph_t body = cp.conditional.phGraph_out[0];
     CU_TRY(cudaStreamBeginCaptureToGraph(d->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
-    rnnt_status st = enqueue_step(d, nb, fstride_dev, fproj, 1, cond, err, errlen);
+    rnnt_status st = RNNT_OK;
+    for (int u = 0; u < d->unroll && st == RNNT_OK; u++) st = enqueue_step(d, nb, fstride_dev, fproj, 1, cond, err, errlen);
     ce = cudaStreamEndCapture(d->s, &body_cap);
     if (st != RNNT_OK) return st;
     CU_TRY(ce);
@@ -355,6 +358,15 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
     *(volatile int *)d->h_active = 1;
     return run_host(d, nb, t_enc_dev, fstride_dev, fproj, mode == CU_DEC_PROFILE, prof, err, errlen);
 }
+
+void cu_decoder_set_unroll(cu_decoder *d, int unroll)
+{
+    d->unroll = unroll < 1 ? 1 : unroll > CU_DEC_MAX_UNROLL ? CU_DEC_MAX_UNROLL : unroll;
+    for (int i = 0; i < d->n_graphs; i++) cudaGraphExecDestroy(d->graphs[i].exec);
+    d->n_graphs = 0;
+}
+
+int cu_decoder_unroll(const cu_decoder *d) { return d->unroll; }
 
 cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note)
 {

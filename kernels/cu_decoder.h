@@ -38,6 +38,15 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
                            size_t errlen);
 cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note);
 
+/* Decoding steps per iteration of the WHILE graph's body (1..CU_DEC_MAX_UNROLL; default
+ * CU_DEC_UNROLL_DEFAULT): the condition is tested once per iteration, so the conditional node's cost
+ * (~4.5 us per iteration on the H100) is paid once per `unroll` steps; the up to unroll - 1 steps after
+ * the last utterance ends change nothing (as the host loop's steps between polls). Drops cached graphs. */
+#define CU_DEC_MAX_UNROLL 8
+#define CU_DEC_UNROLL_DEFAULT 4
+void cu_decoder_set_unroll(cu_decoder *d, int unroll);
+int cu_decoder_unroll(const cu_decoder *d);
+
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
  * status 0 = ok, 1 = non-finite joint output, 2 = loop overran its bound (a bug). */
 typedef struct {

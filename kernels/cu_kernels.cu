@@ -241,7 +241,70 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
 
 /* ---------------------------------------------------------------- predictor */
 
-template <typename S, bool HARD>
+/* The predictor kernels take RB rows (utterances) at a time: each weight a lane loads serves RB rows
+ * (RB times fewer weight loads, RB independent FMA chains in flight). Each row's sums keep the one-row
+ * order (lane q sums q, q + 32, ... in turn; then warp_sum), so the results are bitwise those of RB = 1
+ * whatever RB is. A group of nr < RB rows repeats its last row (not stored); a lone row takes the
+ * one-row code, so a batch of one does no padding work. */
+template <typename S, bool HARD, int R>
+__device__ __forceinline__ void pred_layer_rows(int nr, const int *__restrict__ rows, const int *__restrict__ e,
+                                                const int *__restrict__ k, const S *__restrict__ xemb,
+                                                const S *__restrict__ xh, size_t xpar, int ldx, int I,
+                                                const S *const *wi, const S *const *wh, const float *__restrict__ bias,
+                                                int H, int j, int lane, S *__restrict__ h, size_t hpar, int ldh,
+                                                float *__restrict__ c, int ldc)
+{
+    int bs[R], ebs[R];
+    const S *x[R], *hold[R];
+    float acc[R][4];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        int b = rows[min(i, nr - 1)], eb = e[b];
+        bs[i] = b;
+        ebs[i] = eb;
+        x[i] = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
+        hold[i] = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
+#pragma unroll
+        for (int g = 0; g < 4; g++) acc[i][g] = 0.0f;
+    }
+    for (int q = lane; q < I; q += 32) {
+        float wv[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) wv[g] = cu_ld(&wi[g][q]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            float xv = cu_ld(&x[i][q]);
+#pragma unroll
+            for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], xv, acc[i][g]);
+        }
+    }
+    for (int q = lane; q < H; q += 32) {
+        float wv[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) wv[g] = cu_ld(&wh[g][q]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            float hv = cu_ld(&hold[i][q]);
+#pragma unroll
+            for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], hv, acc[i][g]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float a[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[i][g]), bias[g * H + j]);
+        if (lane == 0 && i < nr) {
+            float *cp = c + (size_t)bs[i] * ldc + j;
+            float cn, hn;
+            lstm_cell<HARD>(a, *cp, &cn, &hn);
+            *cp = cn;
+            cu_st(&h[(size_t)(ebs[i] & 1) * hpar + (size_t)bs[i] * ldh + j], hn);
+        }
+    }
+}
+
+template <typename S, bool HARD, int RB>
 __global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
                              const int *__restrict__ e, const int *__restrict__ k, const S *__restrict__ xemb,
                              const S *__restrict__ xh, size_t xpar, int ldx, int I, const S *__restrict__ w_ih,
@@ -254,35 +317,52 @@ __global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, c
     int j = blockIdx.x * kWarps + warp;
     if (r0 >= n || j >= H) return; /* warp-uniform; no block barrier below */
     int r1 = min(n, r0 + rows_per_block);
-    for (int r = r0; r < r1; r++) {
-        int b = emit[r], eb = e[b];
-        const S *x = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
-        const S *hold = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int q = lane; q < I; q += 32) {
-            float xv = cu_ld(&x[q]);
+    const S *wi[4], *wh[4];
 #pragma unroll
-            for (int g = 0; g < 4; g++) acc[g] = fmaf(cu_ld(&w_ih[(size_t)(g * H + j) * ld_ih + q]), xv, acc[g]);
-        }
-        for (int q = lane; q < H; q += 32) {
-            float hv = cu_ld(&hold[q]);
-#pragma unroll
-            for (int g = 0; g < 4; g++) acc[g] = fmaf(cu_ld(&w_hh[(size_t)(g * H + j) * ld_hh + q]), hv, acc[g]);
-        }
-        float a[4];
-#pragma unroll
-        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[g]), bias[g * H + j]);
-        if (lane == 0) {
-            float *cp = c + (size_t)b * ldc + j;
-            float cn, hn;
-            lstm_cell<HARD>(a, *cp, &cn, &hn);
-            *cp = cn;
-            cu_st(&h[(size_t)(eb & 1) * hpar + (size_t)b * ldh + j], hn);
-        }
+    for (int g = 0; g < 4; g++) {
+        wi[g] = w_ih + (size_t)(g * H + j) * ld_ih;
+        wh[g] = w_hh + (size_t)(g * H + j) * ld_hh;
+    }
+    for (int r = r0; r < r1; r += RB) {
+        int nr = min(RB, r1 - r);
+        if (RB > 1 && nr == 1)
+            pred_layer_rows<S, HARD, 1>(1, emit + r, e, k, xemb, xh, xpar, ldx, I, wi, wh, bias, H, j, lane, h, hpar,
+                                        ldh, c, ldc);
+        else
+            pred_layer_rows<S, HARD, RB>(nr, emit + r, e, k, xemb, xh, xpar, ldx, I, wi, wh, bias, H, j, lane, h,
+                                         hpar, ldh, c, ldc);
     }
 }
 
-template <typename S>
+template <typename S, int R>
+__device__ __forceinline__ void pred_proj_rows(int nr, const int *__restrict__ rows, const int *__restrict__ e,
+                                               const S *__restrict__ h, size_t hpar, int ldh, int Hl,
+                                               const S *__restrict__ wr, float bo, int o, int lane,
+                                               float *__restrict__ gp, int ldg)
+{
+    int bs[R];
+    const S *g[R];
+    float s[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        int b = rows[min(i, nr - 1)];
+        bs[i] = b;
+        g[i] = h + (size_t)(e[b] & 1) * hpar + (size_t)b * ldh;
+        s[i] = 0.0f;
+    }
+    for (int q = lane; q < Hl; q += 32) {
+        float wv = cu_ld(&wr[q]);
+#pragma unroll
+        for (int i = 0; i < R; i++) s[i] = fmaf(wv, cu_ld(&g[i][q]), s[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float v = warp_sum(s[i]);
+        if (lane == 0 && i < nr) gp[(size_t)bs[i] * ldg + o] = __fadd_rn(v, bo);
+    }
+}
+
+template <typename S, int RB>
 __global__ void k_pred_proj(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
                             const int *__restrict__ e, const S *__restrict__ h, size_t hpar, int ldh, int Hl,
                             const S *__restrict__ w, int ldw, const float *__restrict__ jb, int J,
@@ -295,13 +375,13 @@ __global__ void k_pred_proj(int rows_per_block, const int *__restrict__ emit, co
     if (r0 >= n || o >= J) return;
     int r1 = min(n, r0 + rows_per_block);
     const S *wr = w + (size_t)o * ldw;
-    for (int r = r0; r < r1; r++) {
-        int b = emit[r];
-        const S *g = h + (size_t)(e[b] & 1) * hpar + (size_t)b * ldh;
-        float s = 0.0f;
-        for (int q = lane; q < Hl; q += 32) s = fmaf(cu_ld(&wr[q]), cu_ld(&g[q]), s);
-        s = warp_sum(s);
-        if (lane == 0) gp[(size_t)b * ldg + o] = __fadd_rn(s, jb[o]);
+    float bo = jb[o];
+    for (int r = r0; r < r1; r += RB) {
+        int nr = min(RB, r1 - r);
+        if (RB > 1 && nr == 1)
+            pred_proj_rows<S, 1>(1, emit + r, e, h, hpar, ldh, Hl, wr, bo, o, lane, gp, ldg);
+        else
+            pred_proj_rows<S, RB>(nr, emit + r, e, h, hpar, ldh, Hl, wr, bo, o, lane, gp, ldg);
     }
 }
 
@@ -523,6 +603,9 @@ rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act
  * each block reuses its weight rows (from L1) over several utterances. */
 static int pred_rows_per_block(int max_rows) { return max_rows >= 64 ? 8 : (max_rows >= 16 ? 4 : 2); }
 
+/* Rows taken at a time by the predictor kernels: all of a block's rows (2, 4 or 8). */
+static int pred_rows_at_once(int max_rows, int rpb) { return max_rows <= 1 ? 1 : rpb; }
+
 rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int max_rows, const int *emit,
                           const int *count, const int *e, const int *k, const void *xemb, const void *xh,
                           size_t xpar, int ldx, int I, const void *w_ih, int ld_ih, const void *w_hh,
@@ -530,17 +613,25 @@ rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, i
                           int ldc, char *err, size_t errlen)
 {
     if (max_rows <= 0) return RNNT_OK;
-    int rpb = pred_rows_per_block(max_rows);
+    int rpb = pred_rows_per_block(max_rows), rb = pred_rows_at_once(max_rows, rpb);
     dim3 grid((unsigned)cu_div_up(H, kWarps), (unsigned)cu_div_up(max_rows, rpb));
-#define RNNT_PL(S, HARD)                                                                                \
-    k_pred_layer<S, HARD><<<grid, kWarps * 32, 0, stream>>>(                                            \
+#define RNNT_PL(S, HARD, RB)                                                                            \
+    k_pred_layer<S, HARD, RB><<<grid, kWarps * 32, 0, stream>>>(                                        \
         rpb, emit, count, e, k, (const S *)xemb, (const S *)xh, xpar, ldx, I, (const S *)w_ih, ld_ih,   \
         (const S *)w_hh, ld_hh, bias, H, (S *)h, hpar, ldh, c, ldc)
+#define RNNT_PL_RB(S, HARD)                                                                             \
+    do {                                                                                                \
+        if (rb == 1) RNNT_PL(S, HARD, 1);                                                               \
+        else if (rb == 2) RNNT_PL(S, HARD, 2);                                                          \
+        else if (rb == 4) RNNT_PL(S, HARD, 4);                                                          \
+        else RNNT_PL(S, HARD, 8);                                                                       \
+    } while (0)
     if (dt == CU_F16) {
-        if (act == RNNT_ACT_HARD) RNNT_PL(__half, true); else RNNT_PL(__half, false);
+        if (act == RNNT_ACT_HARD) RNNT_PL_RB(__half, true); else RNNT_PL_RB(__half, false);
     } else {
-        if (act == RNNT_ACT_HARD) RNNT_PL(float, true); else RNNT_PL(float, false);
+        if (act == RNNT_ACT_HARD) RNNT_PL_RB(float, true); else RNNT_PL_RB(float, false);
     }
+#undef RNNT_PL_RB
 #undef RNNT_PL
     CU_TRY_LAUNCH();
     return RNNT_OK;
@@ -551,14 +642,21 @@ rnnt_status cu_pred_proj(cudaStream_t stream, cu_dtype dt, int max_rows, const i
                          const float *jb, int J, float *gp, int ldg, char *err, size_t errlen)
 {
     if (max_rows <= 0) return RNNT_OK;
-    int rpb = pred_rows_per_block(max_rows);
+    int rpb = pred_rows_per_block(max_rows), rb = pred_rows_at_once(max_rows, rpb);
     dim3 grid((unsigned)cu_div_up(J, kWarps), (unsigned)cu_div_up(max_rows, rpb));
-    if (dt == CU_F16)
-        k_pred_proj<__half><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const __half *)h, hpar, ldh,
-                                                              Hl, (const __half *)w, ldw, jb, J, gp, ldg);
-    else
-        k_pred_proj<float><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const float *)h, hpar, ldh,
-                                                             Hl, (const float *)w, ldw, jb, J, gp, ldg);
+#define RNNT_PP(S, RB)                                                                                  \
+    k_pred_proj<S, RB><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const S *)h, hpar, ldh, Hl, \
+                                                         (const S *)w, ldw, jb, J, gp, ldg)
+#define RNNT_PP_RB(S)                                                                                   \
+    do {                                                                                                \
+        if (rb == 1) RNNT_PP(S, 1);                                                                     \
+        else if (rb == 2) RNNT_PP(S, 2);                                                                \
+        else if (rb == 4) RNNT_PP(S, 4);                                                                \
+        else RNNT_PP(S, 8);                                                                             \
+    } while (0)
+    if (dt == CU_F16) RNNT_PP_RB(__half); else RNNT_PP_RB(float);
+#undef RNNT_PP_RB
+#undef RNNT_PP
     CU_TRY_LAUNCH();
     return RNNT_OK;
 }

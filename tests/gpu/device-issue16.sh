@@ -2,12 +2,13 @@
 # On the GPU machine, from the repository root, after tests/gpu/stage-issue16.sh here and a `run` carrying
 # .gpu/gpu-helper: the issue 16 steps. Logs go to $OUT (at most 8 files come back).
 #   bash .gpu/gpu-helper/device-issue16.sh STEPS   STEPS: comma list of
-#   env,model,tests,sanitize,engine,encoder,lab,load2
+#   env,model,tests,sanitize,engine,decode,encoder,lab,load2
 # env: the machine; model: the random MLPerf-shaped model (models/rnntd_ref); tests: test_cuda_kernels and
 # test_cuda_engine in full (the engine test on the MLPerf and shipped models too); sanitize: memcheck on
 # both quick tests, racecheck on the kernel test; engine: bench_engine under each staging setting (the
 # single-chunk, caller-only setting is the old scheme), 1 and 2 workers; encoder: bench_encoder (ours vs
-# cuDNN); lab: lab_lstm_layer; load2: rnntd (fp16, max_batch 256, 2 workers) over HTTP, 512 clients.
+# cuDNN); decode: bench_engine with 1, 2, 4 (default) and 8 decoding steps per WHILE iteration, and
+# bench_engine_base (a build of an earlier commit, when packed) for the A/B; lab: lab_lstm_layer; load2: rnntd (fp16, max_batch 256, 2 workers) over HTTP, 512 clients.
 set -u
 steps=${1:-env,model,tests,sanitize,engine}
 H=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +64,23 @@ if has engine && [ -f $MODEL/model.yaml ]; then
     timeout $(tmo 60) $B/bench_engine $MODEL --batches 1,32,256 --seconds 10 --reps 7; echo "exit $?"
   } > "$OUT/bench_engine.log" 2>&1
   grep -E "^== |^\| [0-9]|exit|workers \(" "$OUT/bench_engine.log" | cut -c1-200
+fi
+
+if has decode && [ -f $MODEL/model.yaml ]; then
+  { for mdl in $M $MODEL; do
+      if [ -x $B/bench_engine_base ]; then
+        log "bench_engine_base $mdl (${BASE_NOTE:-an earlier build})"
+        timeout $(tmo 60) $B/bench_engine_base $mdl --batches 1,32,256 --seconds 10 --reps 7 --extras 0; echo "exit $?"
+      fi
+      for u in 1 2 8 4; do
+        log "bench_engine $mdl, RNNT_CUDA_DECODE_UNROLL=$u"
+        RNNT_CUDA_DECODE_UNROLL=$u timeout $(tmo 60) $B/bench_engine $mdl --batches 1,32,256 --seconds 10 --reps 7 --extras 0
+        echo "exit $?"
+      done
+      log "bench_engine $mdl, default, with the time split and big blanks off"
+      timeout $(tmo 60) $B/bench_engine $mdl --batches 1,32,256 --seconds 10 --reps 7; echo "exit $?"
+    done; } > "$OUT/bench_decode.log" 2>&1
+  grep -E "^== |^\| [0-9]|exit" "$OUT/bench_decode.log" | cut -c1-200
 fi
 
 if has encoder; then

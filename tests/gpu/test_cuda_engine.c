@@ -5,8 +5,9 @@
  *     golden tokens) and on the model directories listed in $RNNT_GPU_MODELS (colon-separated);
  *   - fp16: the share of utterances identical to the CPU's (printed; a floor catches real bugs);
  *   - batch invariance on the GPU: alone and in shuffled batches of 3, 7 and 16, bitwise the same;
- *   - the decoding loop modes (WHILE graph, host-polled, profiled), graph-less encoding and staging in
- *     small chunks by one or several threads agree;
+ *   - the decoding loop modes (WHILE graph with 1, 3 or the default number of steps per iteration,
+ *     host-polled, profiled), graph-less encoding and staging in small chunks by one or several threads
+ *     agree;
  *   - overflowing joints fail the same utterances with RNNT_ERR_NUMERIC as on the CPU;
  *   - too large batches and inputs, bad devices and impossible memory sizes give clear errors, and a
  *     runner still works afterwards.
@@ -223,15 +224,18 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
             }
     }
     rnnt_runner_free(r16);
-    /* the last two: staging in chunks of 1000 bytes (utterances split across chunks, a transfer per
-     * chunk) by the caller alone and with 3 helper threads */
+    /* then staging in chunks of 1000 bytes (utterances split across chunks, a transfer per chunk) by
+     * the caller alone and with 3 helper threads; then 1 and 3 decoding steps per WHILE iteration
+     * (the default is CU_DEC_UNROLL_DEFAULT) */
     static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "host", NULL, NULL},
                                      {"RNNT_CUDA_DECODE", "profile", NULL, NULL},
                                      {"RNNT_CUDA_GRAPHS", "0", NULL, NULL},
                                      {"RNNT_CUDA_MAPPED", "0", NULL, NULL},
                                      {"RNNT_CUDA_STAGE_CHUNK", "1000", "RNNT_CUDA_STAGE_THREADS", "0"},
-                                     {"RNNT_CUDA_STAGE_CHUNK", "1000", "RNNT_CUDA_STAGE_THREADS", "3"}};
-    for (int k = 0; k < 6; k++) {
+                                     {"RNNT_CUDA_STAGE_CHUNK", "1000", "RNNT_CUDA_STAGE_THREADS", "3"},
+                                     {"RNNT_CUDA_DECODE_UNROLL", "1", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE_UNROLL", "3", NULL, NULL}};
+    for (int k = 0; k < 8; k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
         char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
         rnnt_runner *rm = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);

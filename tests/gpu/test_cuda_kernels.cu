@@ -809,6 +809,34 @@ static void check_pred(cu_dtype dt, rnnt_lstm_act act, int S, int I, int H, int 
     dev_get(hg, dh, (size_t)2 * S * hp, dt);
     CK(cudaMemcpy(cg, dc, (size_t)S * hp * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gp, dgp, (size_t)S * jp * 4, cudaMemcpyDeviceToHost));
+    {
+        /* bitwise: every emitter alone (one launch per row, the kernels' one-row code) gives the bits of
+         * the batched launch, which takes 2, 4 or 8 rows at a time */
+        void *dh1 = dev_put(h, (size_t)2 * S * hp, dt);
+        float *dc1 = (float *)dev_put(c, (size_t)S * hp, CU_F32), *dgp1 = (float *)dev_poison((size_t)S * jp * 4);
+        int one = 1, *done1;
+        CK(cudaMalloc(&done1, 4));
+        CK(cudaMemcpy(done1, &one, 4, cudaMemcpyHostToDevice));
+        for (int r = 0; r < n; r++) {
+            RK(cu_pred_layer(0, dt, act, 1, demit + r, done1, de, dk, from_emb ? dx : NULL, from_emb ? NULL : dx, (size_t)S * ip,
+                             ip, I, dwih, ip, dwhh, hp, dbias, H, dh1, (size_t)S * hp, hp, dc1, hp, err, errlen));
+            RK(cu_pred_proj(0, dt, 1, demit + r, done1, de, dh1, (size_t)S * hp, hp, H, dwp, hp, djb, J, dgp1, jp, err, errlen));
+        }
+        size_t hb = (size_t)2 * S * hp * cu_dtype_size(dt);
+        std::vector<char> a(hb), b1(hb);
+        CK(cudaMemcpy(a.data(), dh, hb, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b1.data(), dh1, hb, cudaMemcpyDeviceToHost));
+        if (memcmp(a.data(), b1.data(), hb)) fail_msg("pred %s S=%d H=%d: h of a batched launch differs from one row at a time", dt_name(dt), S, H);
+        std::vector<float> c1((size_t)S * hp), g1((size_t)S * jp);
+        CK(cudaMemcpy(c1.data(), dc1, (size_t)S * hp * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(g1.data(), dgp1, (size_t)S * jp * 4, cudaMemcpyDeviceToHost));
+        if (memcmp(c1.data(), cg, (size_t)S * hp * 4)) fail_msg("pred S=%d: c of a batched launch differs from one row at a time", S);
+        if (memcmp(g1.data(), gp, (size_t)S * jp * 4)) fail_msg("pred proj S=%d: batched launch differs from one row at a time", S);
+        CK(cudaFree(dh1));
+        CK(cudaFree(dc1));
+        CK(cudaFree(dgp1));
+        CK(cudaFree(done1));
+    }
     /* CPU twin: rnnt_cpu_lstm_step on compact weights */
     float *Wi = (float *)malloc((size_t)4 * H * I * 4), *Wh = (float *)malloc((size_t)4 * H * H * 4);
     for (int r = 0; r < 4 * H; r++) {
