@@ -5,42 +5,12 @@
  * every lane the bitwise same sum since IEEE addition commutes). So a row's result never depends on
  * which other rows share its launch. */
 #include "cu_kernels.h"
+#include "cu_device.cuh"
 
 #include <cub/block/block_scan.cuh>
 #include <math.h>
 
 namespace {
-
-constexpr int kWarps = 8; /* warps per block of the row kernels */
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-template <bool HARD>
-__device__ __forceinline__ float gate_sig(float x)
-{
-    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
-}
-template <bool HARD>
-__device__ __forceinline__ float gate_tanh(float x)
-{
-    return HARD ? cu_hardtanh(x) : tanhf(x);
-}
-
-/* c' = f c + i g; h' = o phi(c'), without contraction (as the CPU twin computes it). */
-template <bool HARD>
-__device__ __forceinline__ void lstm_cell(const float a[4], float c_prev, float *c_out, float *h_out)
-{
-    float i = gate_sig<HARD>(a[0]), f = gate_sig<HARD>(a[1]), g = gate_tanh<HARD>(a[2]);
-    float o = gate_sig<HARD>(a[3]);
-    float c = __fadd_rn(__fmul_rn(f, c_prev), __fmul_rn(i, g));
-    *c_out = c;
-    *h_out = __fmul_rn(o, gate_tanh<HARD>(c));
-}
 
 /* ---------------------------------------------------------------- frontend */
 
@@ -197,20 +167,13 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
     int stride = fstride_dev ? *fstride_dev : fstride;
     const float *f = fproj + ((size_t)b * stride + tix[b]) * ldf;
     const float *g = gp + (size_t)b * ldg;
-    for (int j = threadIdx.x; j < J; j += blockDim.x) {
-        float v = __fadd_rn(f[j], g[j]);
-        hid[j] = RELU ? (v != v ? v : (v > 0.0f ? v : 0.0f)) : tanhf(v);
-    }
+    for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
     __syncthreads();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float best = -INFINITY;
     int bi = n_out, bad = 0;
     for (int o = warp; o < n_out; o += kWarps) {
-        const S *wr = wout + (size_t)o * ldw;
-        float s = 0.0f;
-        for (int j = lane; j < J; j += 32) s = fmaf(cu_ld(&wr[j]), hid[j], s);
-        s = warp_sum(s);
-        float z = __fadd_rn(s, bout[o]);
+        float z = joint_logit(wout + (size_t)o * ldw, hid, J, lane, bout[o]);
         if (!isfinite(z))
             bad = 1;
         else if (z > best) { /* o ascends: a tie keeps the lower index */
@@ -241,69 +204,7 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
 
 /* ---------------------------------------------------------------- predictor */
 
-/* The predictor kernels take RB rows (utterances) at a time: each weight a lane loads serves RB rows
- * (RB times fewer weight loads, RB independent FMA chains in flight). Each row's sums keep the one-row
- * order (lane q sums q, q + 32, ... in turn; then warp_sum), so the results are bitwise those of RB = 1
- * whatever RB is. A group of nr < RB rows repeats its last row (not stored); a lone row takes the
- * one-row code, so a batch of one does no padding work. */
-template <typename S, bool HARD, int R>
-__device__ __forceinline__ void pred_layer_rows(int nr, const int *__restrict__ rows, const int *__restrict__ e,
-                                                const int *__restrict__ k, const S *__restrict__ xemb,
-                                                const S *__restrict__ xh, size_t xpar, int ldx, int I,
-                                                const S *const *wi, const S *const *wh, const float *__restrict__ bias,
-                                                int H, int j, int lane, S *__restrict__ h, size_t hpar, int ldh,
-                                                float *__restrict__ c, int ldc)
-{
-    int bs[R], ebs[R];
-    const S *x[R], *hold[R];
-    float acc[R][4];
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        int b = rows[min(i, nr - 1)], eb = e[b];
-        bs[i] = b;
-        ebs[i] = eb;
-        x[i] = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
-        hold[i] = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
-#pragma unroll
-        for (int g = 0; g < 4; g++) acc[i][g] = 0.0f;
-    }
-    for (int q = lane; q < I; q += 32) {
-        float wv[4];
-#pragma unroll
-        for (int g = 0; g < 4; g++) wv[g] = cu_ld(&wi[g][q]);
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            float xv = cu_ld(&x[i][q]);
-#pragma unroll
-            for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], xv, acc[i][g]);
-        }
-    }
-    for (int q = lane; q < H; q += 32) {
-        float wv[4];
-#pragma unroll
-        for (int g = 0; g < 4; g++) wv[g] = cu_ld(&wh[g][q]);
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            float hv = cu_ld(&hold[i][q]);
-#pragma unroll
-            for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], hv, acc[i][g]);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        float a[4];
-#pragma unroll
-        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[i][g]), bias[g * H + j]);
-        if (lane == 0 && i < nr) {
-            float *cp = c + (size_t)bs[i] * ldc + j;
-            float cn, hn;
-            lstm_cell<HARD>(a, *cp, &cn, &hn);
-            *cp = cn;
-            cu_st(&h[(size_t)(ebs[i] & 1) * hpar + (size_t)bs[i] * ldh + j], hn);
-        }
-    }
-}
-
+/* k_pred_layer / k_pred_proj: RB rows at a time (pred_layer_rows / pred_proj_rows, cu_device.cuh). */
 template <typename S, bool HARD, int RB>
 __global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
                              const int *__restrict__ e, const int *__restrict__ k, const S *__restrict__ xemb,
@@ -331,34 +232,6 @@ __global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, c
         else
             pred_layer_rows<S, HARD, RB>(nr, emit + r, e, k, xemb, xh, xpar, ldx, I, wi, wh, bias, H, j, lane, h,
                                          hpar, ldh, c, ldc);
-    }
-}
-
-template <typename S, int R>
-__device__ __forceinline__ void pred_proj_rows(int nr, const int *__restrict__ rows, const int *__restrict__ e,
-                                               const S *__restrict__ h, size_t hpar, int ldh, int Hl,
-                                               const S *__restrict__ wr, float bo, int o, int lane,
-                                               float *__restrict__ gp, int ldg)
-{
-    int bs[R];
-    const S *g[R];
-    float s[R];
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        int b = rows[min(i, nr - 1)];
-        bs[i] = b;
-        g[i] = h + (size_t)(e[b] & 1) * hpar + (size_t)b * ldh;
-        s[i] = 0.0f;
-    }
-    for (int q = lane; q < Hl; q += 32) {
-        float wv = cu_ld(&wr[q]);
-#pragma unroll
-        for (int i = 0; i < R; i++) s[i] = fmaf(wv, cu_ld(&g[i][q]), s[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < R; i++) {
-        float v = warp_sum(s[i]);
-        if (lane == 0 && i < nr) gp[(size_t)bs[i] * ldg + o] = __fadd_rn(v, bo);
     }
 }
 
@@ -428,43 +301,7 @@ __global__ void __launch_bounds__(kUpdThreads) k_dec_update(int nb, cu_dec_rule 
         int b = b0 + threadIdx.x;
         int emits = 0, live = 0;
         if (b < nb && !st.done[b]) {
-            int kk = st.k[b], t = st.t[b], T = st.t_enc[b];
-            st.steps[b] += 1;
-            if (overrun) {
-                st.status[b] = 2;
-                t = T;
-            } else if (kk < 0) {
-                st.status[b] = 1; /* non-finite joint output at frame t */
-                t = T;
-            } else if (kk < rule.V) {
-                int n = st.n_tok[b];
-                if (n < st.cap) {
-                    st.tokens[(size_t)b * st.cap + n] = kk;
-                    st.frames[(size_t)b * st.cap + n] = t;
-                }
-                st.n_tok[b] = n + 1;
-                st.e[b] += 1;
-                emits = 1;
-                int lab = st.labels[b] + 1;
-                if (lab == rule.max_symbols) {
-                    t += 1;
-                    lab = 0;
-                }
-                st.labels[b] = lab;
-            } else if (kk == rule.blank) {
-                t += 1;
-                st.labels[b] = 0;
-            } else {
-                int d = rule.durations[rule.blank - 1 - kk];
-                int land = min(t + d, T);
-                st.skipped[b] += land - t - 1;
-                t += d;
-                st.labels[b] = 0;
-            }
-            st.t[b] = t;
-            if (t >= T) st.done[b] = 1;
-            live = t < T;
-            emits = emits && live;
+            dec_rule_slot(rule, st, b, overrun, &emits, &live);
         }
         int pos, total;
         scan_t(tmp).ExclusiveSum(emits, pos, total);
@@ -603,8 +440,15 @@ rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act
  * each block reuses its weight rows (from L1) over several utterances. */
 static int pred_rows_per_block(int max_rows) { return max_rows >= 64 ? 8 : (max_rows >= 16 ? 4 : 2); }
 
-/* Rows taken at a time by the predictor kernels: all of a block's rows (2, 4 or 8). */
-static int pred_rows_at_once(int max_rows, int rpb) { return max_rows <= 1 ? 1 : rpb; }
+/* Rows taken at a time by the predictor kernels: all of a block's rows (2, 4 or 8), at most
+ * g_pred_rows_max (cu_pred_set_rows_at_once). The bits do not depend on it. */
+static int g_pred_rows_max = 8;
+void cu_pred_set_rows_at_once(int rows) { g_pred_rows_max = rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1; }
+static int pred_rows_at_once(int max_rows, int rpb)
+{
+    int r = max_rows <= 1 ? 1 : rpb;
+    return r < g_pred_rows_max ? r : g_pred_rows_max;
+}
 
 rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int max_rows, const int *emit,
                           const int *count, const int *e, const int *k, const void *xemb, const void *xh,

@@ -2,13 +2,15 @@
 # On the GPU machine, from the repository root, after tests/gpu/stage-issue16.sh here and a `run` carrying
 # .gpu/gpu-helper: the issue 16 steps. Logs go to $OUT (at most 8 files come back).
 #   bash .gpu/gpu-helper/device-issue16.sh STEPS   STEPS: comma list of
-#   env,model,tests,sanitize,engine,decode,encoder,lab,load2
+#   env,model,tests,sanitize,engine,decode,sweep,encoder,lab,load2
 # env: the machine; model: the random MLPerf-shaped model (models/rnntd_ref); tests: test_cuda_kernels and
 # test_cuda_engine in full (the engine test on the MLPerf and shipped models too); sanitize: memcheck on
 # both quick tests, racecheck on the kernel test; engine: bench_engine under each staging setting (the
 # single-chunk, caller-only setting is the old scheme), 1 and 2 workers; encoder: bench_encoder (ours vs
 # cuDNN); decode: bench_engine with 1, 2, 4 (default) and 8 decoding steps per WHILE iteration, and
-# bench_engine_base (a build of an earlier commit, when packed) for the A/B; lab: lab_lstm_layer; load2: rnntd (fp16, max_batch 256, 2 workers) over HTTP, 512 clients.
+# bench_engine_base (a build of an earlier commit, when packed) for the A/B; sweep: the predictor's rows
+# at once (RNNT_CUDA_PRED_ROWS 1/2/4/8) and the fused decoding loop (RNNT_CUDA_DECODE=fused, groups
+# 1/2/4/8) on both models; lab: lab_lstm_layer; load2: rnntd (fp16, max_batch 256, 2 workers) over HTTP, 512 clients.
 set -u
 steps=${1:-env,model,tests,sanitize,engine}
 H=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +45,10 @@ if has sanitize; then
       OPENBLAS_NUM_THREADS=1 RNNT_TEST_QUICK=1 timeout $(tmo 150) compute-sanitizer --tool memcheck --error-exitcode 9 $B/$t 2>&1 | tail -12
       echo "exit ${PIPESTATUS[0]}"
     done
+    log "compute-sanitizer --tool racecheck test_cuda_engine test_generated, every runner on the fused decoding loop (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=0 RNNT_CUDA_GRAPHS=0)"
+    RNNT_CUDA_DECODE=fused RNNT_TEST_ONLY=test_generated OPENBLAS_NUM_THREADS=1 RNNT_CUDA_MAPPED=0 RNNT_CUDA_GRAPHS=0 RNNT_TEST_QUICK=1 \
+      timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine 2>&1 | tail -12
+    echo "exit ${PIPESTATUS[0]}"
     log "compute-sanitizer --tool racecheck test_cuda_kernels (RNNT_TEST_QUICK=1 RNNT_CUDA_MAPPED=0)"
     OPENBLAS_NUM_THREADS=1 RNNT_CUDA_MAPPED=0 RNNT_TEST_QUICK=1 timeout $(tmo 120) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kernels 2>&1 | tail -12
     echo "exit ${PIPESTATUS[0]}"; } > "$OUT/sanitize.log" 2>&1
@@ -81,6 +87,18 @@ if has decode && [ -f $MODEL/model.yaml ]; then
       timeout $(tmo 60) $B/bench_engine $mdl --batches 1,32,256 --seconds 10 --reps 7; echo "exit $?"
     done; } > "$OUT/bench_decode.log" 2>&1
   grep -E "^== |^\| [0-9]|exit" "$OUT/bench_decode.log" | cut -c1-200
+fi
+
+if has sweep && [ -f $MODEL/model.yaml ]; then
+  { for mdl in $M $MODEL; do
+      for setting in "RNNT_CUDA_PRED_ROWS=1" "RNNT_CUDA_PRED_ROWS=2" "RNNT_CUDA_PRED_ROWS=4" "RNNT_CUDA_PRED_ROWS=8" \
+                     "RNNT_CUDA_DECODE=fused RNNT_CUDA_DEC_GROUP=1" "RNNT_CUDA_DECODE=fused RNNT_CUDA_DEC_GROUP=2" \
+                     "RNNT_CUDA_DECODE=fused RNNT_CUDA_DEC_GROUP=4" "RNNT_CUDA_DECODE=fused RNNT_CUDA_DEC_GROUP=8"; do
+        log "bench_engine $mdl, $setting"
+        env $setting timeout $(tmo 60) $B/bench_engine $mdl --batches 1,32,256 --seconds 10 --reps 7 --extras 0; echo "exit $?"
+      done
+    done; } > "$OUT/bench_sweep.log" 2>&1
+  grep -E "^== |^\| [0-9]|exit" "$OUT/bench_sweep.log" | cut -c1-200
 fi
 
 if has encoder; then
