@@ -19,7 +19,8 @@
  *   RNNT_CUDA_DECODE=fused   the whole decoding loop in one kernel (cu_dec_fused.h); slots per block:
  *                            RNNT_CUDA_DEC_GROUP=1|2|4|8 (default 4)
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
- *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; process-wide)
+ *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
+ *                            process-wide)
  *   RNNT_CUDA_STAGE_THREADS=n host threads that help stage a batch's features (cu_stage.h; default
  *                            min(3, CPUs / 4); 0 none)
  *   RNNT_CUDA_STAGE_CHUNK=b  bytes per staging chunk and transfer (default 2 MiB; helpers join from
@@ -130,7 +131,7 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
                                !(mp && strcmp(mp, "0") == 0), &b->dec, err, errlen));
     const char *pr = getenv("RNNT_CUDA_PRED_ROWS");
-    cu_pred_set_rows_at_once(pr && atoi(pr) > 0 ? atoi(pr) : 8); /* each runner sets it (process-wide) */
+    cu_pred_set_rows_at_once(pr && atoi(pr) > 0 ? atoi(pr) : CU_PRED_ROWS_DEFAULT); /* each runner sets it */
     const char *du = getenv("RNNT_CUDA_DECODE_UNROLL");
     if (du && atoi(du) > 0) cu_decoder_set_unroll(b->dec, atoi(du));
     const char *dm = getenv("RNNT_CUDA_DECODE");

@@ -441,8 +441,10 @@ rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act
 static int pred_rows_per_block(int max_rows) { return max_rows >= 64 ? 8 : (max_rows >= 16 ? 4 : 2); }
 
 /* Rows taken at a time by the predictor kernels: all of a block's rows (2, 4 or 8), at most
- * g_pred_rows_max (cu_pred_set_rows_at_once). The bits do not depend on it. */
-static int g_pred_rows_max = 8;
+ * g_pred_rows_max (cu_pred_set_rows_at_once; CU_PRED_ROWS_DEFAULT = 4: 8 rows take 136 registers a
+ * thread, one block per SM, and measured slower at batch 256, kernels/dev/NOTES.md). The bits do not
+ * depend on it. */
+static int g_pred_rows_max = CU_PRED_ROWS_DEFAULT;
 void cu_pred_set_rows_at_once(int rows) { g_pred_rows_max = rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1; }
 static int pred_rows_at_once(int max_rows, int rpb)
 {
