@@ -2,7 +2,8 @@
  * fresh random inputs at awkward sizes (B = 1, 3, 17; odd lengths; hidden sizes not multiples of 8 or
  * 64), in fp32 and fp16 storage: the chunked GEMM, the fused LSTM cell (masking, pad columns, NaN
  * propagation), the whole encoder of a batch (frame and time stacking, buckets, joint projection), the
- * fused joint+argmax (ties, non-finite outputs), the predictor step and its projection. Outputs are
+ * fused joint+argmax (ties, non-finite outputs), the predictor step and its projection (batched rows
+ * bitwise equal to one row at a time), the chunked multi-threaded host staging. Outputs are
  * poisoned with NaN before each launch, so an element the kernel fails to write shows up. Batch
  * invariance is checked bitwise where it is promised. Exits 77 without a GPU; RNNT_TEST_SEED replays;
  * RNNT_TEST_QUICK=1 runs a few cases of each (for compute-sanitizer). */
