@@ -112,7 +112,9 @@ fi
 if has load2; then
   # rnntd fp16, max_batch 256, 2 workers, shipped model; 8 loadgen processes x 64 clients of random 10 s utterances
   printf 'server:\n  http_threads: 8\n  max_connections: 1024\nbatching:\n  workers: 2\n  max_batch: 256\n  max_delay_us: 10000\n  max_queue: 4096\nlog:\n  requests: false\n' > /tmp/gh/rnntd.yaml
-  for setting in "old RNNT_CUDA_STAGE_THREADS=0 RNNT_CUDA_STAGE_CHUNK=100000000000" "default RNNT_TEST_QUICK=0"; do
+  # LOAD_SETTINGS: "NAME VAR=VAL [VAR=VAL]" entries separated by ';'
+  IFS=';' read -ra settings <<< "${LOAD_SETTINGS:-old RNNT_CUDA_STAGE_THREADS=0 RNNT_CUDA_STAGE_CHUNK=100000000000;default RNNT_TEST_QUICK=0}"
+  for setting in "${settings[@]}"; do
     set -- $setting
     log "rnntd load, staging $1"
     env $2 ${3:-} $B/rnntd --config /tmp/gh/rnntd.yaml --model $M --backend cuda --port 0 2> "$OUT/rnntd-$1.log" &
