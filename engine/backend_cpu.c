@@ -293,7 +293,8 @@ static void plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *st,
 {
     memset(c, 0, sizeof *c);
     if (st->flushed || st->dec.status != RNNT_OK) return;
-    int k = m->stacking, take = st->n_feats < max_frames ? st->n_feats : max_frames;
+    int k = m->stacking, limit = max_frames > k ? max_frames : k; /* at least one stacked frame */
+    int take = st->n_feats < limit ? st->n_feats : limit;
     c->flush = st->finished && take == st->n_feats;
     c->take = c->flush ? take : take / k * k;
     c->rows[0] = c->flush ? rnnt_stacked_len(c->take, k) : c->take / k;
