@@ -286,7 +286,10 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
  * chunk (the last partial groups are zero-padded, as the whole utterance pads them). */
 typedef struct {
     int take, flush, rows[RNNT_STREAM_MAX_LAYERS + 1];
-    float *x0, *pre, *y[RNNT_STREAM_MAX_LAYERS], *f, *fp;
+    float *x[RNNT_STREAM_MAX_LAYERS]; /* layer l's input rows, [rows[l], I_l] */
+    float *pre[RNNT_STREAM_MAX_LAYERS]; /* layer l's gate pre-activations, [rows[l], 4 H_l] */
+    float *y[RNNT_STREAM_MAX_LAYERS]; /* a time-stacked layer's output after its remainder */
+    float *f, *fp;                    /* encoder output and its joint projection, [rows[n_enc], .] */
 } chunk_plan;
 
 static void plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *st, int max_frames, chunk_plan *c)
@@ -305,31 +308,46 @@ static void plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *st,
     c->rows[m->n_enc] = c->rows[m->n_enc - 1];
 }
 
-/* The chunk workspace of n streams: per stream the stacked input, each time-stacked layer's output
- * (its remainder from the last chunk first, zero-padded to whole groups), the gate pre-activations,
- * the encoder output and its joint projection; then the layer work area. */
+/* The chunk workspace of n streams. Each layer's input rows, pre-activations and the encoder output
+ * and its projection lie stream after stream without gaps, so the projections of all streams run as
+ * one product (rnnt_cpu_lstm_layer_batch); each time-stacked layer's output per stream (its remainder
+ * from the last chunk first, zero-padded to whole groups at the end of input); the layer work area. */
 static size_t chunk_layout(const struct rnnt_model *m, int n, struct rnnt_stream *const *st, chunk_plan *c, float *base, float **work)
 {
-    size_t off = 0, work_floats = 0;
-    for (int l = 0; l < m->n_enc; l++) {
-        size_t w = rnnt_cpu_lstm_layer_batch_work(&m->enc[l], n);
+    size_t off = 0, work_floats = 0, pre_floats = 0;
+    for (int l = 0; l <= m->n_enc; l++) {
+        size_t sum = 0;
+        for (int b = 0; b < n; b++) sum += (size_t)c[b].rows[l];
+        if (l == m->n_enc) {
+            float *f = carve(base, &off, sum * m->enc[l - 1].hidden), *fp = carve(base, &off, sum * m->joint_dim);
+            for (int b = 0; b < n && base; b++) {
+                c[b].f = f, c[b].fp = fp;
+                f += (size_t)c[b].rows[l] * m->enc[l - 1].hidden;
+                fp += (size_t)c[b].rows[l] * m->joint_dim;
+            }
+            break;
+        }
+        const rnnt_lstm_layer *L = &m->enc[l];
+        size_t w = rnnt_cpu_lstm_layer_batch_work(L, n);
         if (w > work_floats) work_floats = w;
-    }
-    for (int b = 0; b < n; b++) {
-        size_t pre = 0;
-        c[b].x0 = carve(base, &off, (size_t)c[b].rows[0] * m->stacking * m->feature_dim);
-        for (int l = 0; l < m->n_enc; l++) {
-            const rnnt_lstm_layer *L = &m->enc[l];
-            if ((size_t)c[b].rows[l] * 4 * L->hidden > pre) pre = (size_t)c[b].rows[l] * 4 * L->hidden;
-            if (l < m->n_enc - 1) {
+        if (sum * 4 * L->hidden > pre_floats) pre_floats = sum * 4 * L->hidden;
+        float *x = carve(base, &off, sum * L->input);
+        for (int b = 0; b < n && base; b++) {
+            c[b].x[l] = x;
+            x += (size_t)c[b].rows[l] * L->input;
+        }
+        if (l < m->n_enc - 1)
+            for (int b = 0; b < n; b++) {
                 size_t have = (size_t)st[b]->rem_rows[l] + c[b].rows[l], whole = (size_t)c[b].rows[l + 1] * L->time_stack;
                 c[b].y[l] = carve(base, &off, (have > whole ? have : whole) * L->hidden);
             }
-        }
-        c[b].pre = carve(base, &off, pre);
-        c[b].f = carve(base, &off, (size_t)c[b].rows[m->n_enc] * m->enc[m->n_enc - 1].hidden);
-        c[b].fp = carve(base, &off, (size_t)c[b].rows[m->n_enc] * m->joint_dim);
     }
+    float *pre = carve(base, &off, pre_floats);
+    for (int l = 0; l < m->n_enc && base; l++)
+        for (int b = 0, at = 0; b < n; b++) {
+            c[b].pre[l] = pre + (size_t)at * 4 * m->enc[l].hidden;
+            at += c[b].rows[l];
+        }
     float *w = carve(base, &off, work_floats);
     if (work) *work = w;
     return off;
@@ -340,7 +358,7 @@ static void cpu_encode_chunk(const struct rnnt_model *m, int n, struct rnnt_stre
 {
     const int nn = n > 0 ? n : 1;
     for (int b = 0; b < n; b++) {
-        rnnt_cpu_frontend(m, st[b]->feats, c[b].take, c[b].x0); /* normalised, zero-padded to whole stacks */
+        rnnt_cpu_frontend(m, st[b]->feats, c[b].take, c[b].x[0]); /* normalised, zero-padded to whole stacks */
         rnnt_stream_drop_frames(st[b], c[b].take);
     }
     for (int l = 0; l < m->n_enc; l++) {
@@ -351,13 +369,13 @@ static void cpu_encode_chunk(const struct rnnt_model *m, int n, struct rnnt_stre
         float *y[nn], *h[nn], *cs[nn], *pre[nn];
         for (int b = 0; b < n; b++) {
             rows[b] = c[b].rows[l];
-            x[b] = l == 0 ? c[b].x0 : c[b].y[l - 1];
+            x[b] = c[b].x[l];
             /* A time-stacked layer writes after its remainder, so whole groups are contiguous rows. */
             if (!last) memcpy(c[b].y[l], st[b]->rem[l], sizeof(float) * (size_t)st[b]->rem_rows[l] * H);
             y[b] = last ? c[b].f : c[b].y[l] + (size_t)st[b]->rem_rows[l] * H;
             h[b] = st[b]->enc_h[l];
             cs[b] = st[b]->enc_c[l];
-            pre[b] = c[b].pre;
+            pre[b] = c[b].pre[l];
         }
         rnnt_cpu_lstm_layer_batch(L, m->act, n, rows, x, y, h, cs, pre, work);
         if (last) break;
@@ -365,6 +383,8 @@ static void cpu_encode_chunk(const struct rnnt_model *m, int n, struct rnnt_stre
             int have = st[b]->rem_rows[l] + rows[b], whole = c[b].rows[l + 1] * L->time_stack;
             if (have < whole) /* the end of input: the last group is zero-padded */
                 memset(c[b].y[l] + (size_t)have * H, 0, sizeof(float) * (size_t)(whole - have) * H);
+            /* Whole groups are the next layer's input rows; the rest waits for the next chunk. */
+            memcpy(c[b].x[l + 1], c[b].y[l], sizeof(float) * (size_t)whole * H);
             st[b]->rem_rows[l] = have > whole ? have - whole : 0;
             memcpy(st[b]->rem[l], c[b].y[l] + (size_t)whole * H, sizeof(float) * (size_t)st[b]->rem_rows[l] * H);
         }
@@ -392,16 +412,18 @@ static rnnt_status cpu_advance(void *state, int n, struct rnnt_stream *const *st
 
     cpu_encode_chunk(m, n, st, c, work);
     double t1 = now_s();
+    /* The joint's encoder projection of every stream's new frames at once (they lie back to back). */
+    int R = 0;
+    for (int b = 0; b < n; b++) R += c[b].rows[m->n_enc];
+    rnnt_cpu_joint_enc_proj(m, R, c[0].f, c[0].fp);
     rnnt_dec_state *d[n];
     const float *fp[n];
     int base[n], avail[n];
     for (int b = 0; b < n; b++) {
-        int R = c[b].rows[m->n_enc];
-        rnnt_cpu_joint_enc_proj(m, R, c[b].f, c[b].fp);
         d[b] = &st[b]->dec;
         fp[b] = c[b].fp;
         base[b] = st[b]->enc_frames;
-        st[b]->enc_frames += R;
+        st[b]->enc_frames += c[b].rows[m->n_enc];
         avail[b] = st[b]->enc_frames;
         if (c[b].flush) st[b]->flushed = 1;
     }

@@ -121,13 +121,19 @@ void rnnt_cpu_lstm_layer_batch(const rnnt_lstm_layer *L, rnnt_lstm_act act, int 
     int H = L->hidden, G = 4 * H, Tmax = 0;
     float *hc = work, *cc = hc + (size_t)n * H, *gates = cc + (size_t)n * H;
     int *order = (int *)(gates + (size_t)n * G);
-    /* Input projection of all of each utterance's rows at once, bias folded in. */
-    for (int b = 0; b < n; b++) {
-        rnnt_cpu_gemm_nt_rows(rows[b], G, L->input, x[b], L->input, L->w_ih, L->input, 0.0f, pre[b], G);
-        for (int t = 0; t < rows[b]; t++)
+    /* Input projection of all of each utterance's rows at once, bias folded in. Utterances whose rows
+     * follow each other in memory (x and pre both) go in one call: the weights pass through the cache
+     * once for all of them (streams' chunks are short), and a row's result is the same either way. */
+    for (int b = 0, e; b < n; b = e) {
+        int run = rows[b];
+        for (e = b + 1; e < n && x[e] == x[e - 1] + (size_t)rows[e - 1] * L->input && pre[e] == pre[e - 1] + (size_t)rows[e - 1] * G; e++)
+            run += rows[e];
+        rnnt_cpu_gemm_nt_rows(run, G, L->input, x[b], L->input, L->w_ih, L->input, 0.0f, pre[b], G);
+        for (int t = 0; t < run; t++)
             for (int j = 0; j < G; j++) pre[b][(size_t)t * G + j] += L->bias[j];
-        if (rows[b] > Tmax) Tmax = rows[b];
     }
+    for (int b = 0; b < n; b++)
+        if (rows[b] > Tmax) Tmax = rows[b];
     /* Longest first, so the utterances still running at step t are a prefix of `order`; their states
      * side by side in hc/cc (an utterance that stops keeps its final state in its row). */
     for (int b = 0; b < n; b++) order[b] = b;

@@ -8,7 +8,8 @@
  * median of --reps after one warm-up; for streams also every advance call (its median and p99: on
  * one core that is the compute part of a partial result's latency after a chunk arrives). Overhead =
  * streamed / whole. The tokens of every stream are compared with the whole decode and mismatches
- * printed (a benchmark reports what it saw; the tests assert). */
+ * printed (a benchmark reports what it saw; the tests assert). Besides wall time, the thread's CPU
+ * time of the same runs (median): on a machine shared with other jobs it leaves out preemption. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,15 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of this thread: on a shared machine, what the work cost without the time others had the
+ * core (with one BLAS thread all of the work runs on this thread). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -43,23 +53,25 @@ typedef struct {
 } job;
 
 /* Whole-utterance decode of the S utterances in one batch; fills res. */
-static double run_whole(rnnt_runner *r, const job *j, rnnt_result *res)
+static double run_whole(rnnt_runner *r, const job *j, rnnt_result *res, double *cpu)
 {
     rnnt_input in[j->S];
     char err[512];
     for (int i = 0; i < j->S; i++) in[i] = (rnnt_input){j->utt[i].data, j->utt[i].rows, 1};
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if (rnnt_runner_decode(r, j->S, in, res, NULL, err, sizeof err)) {
         fprintf(stderr, "bench_stream: %s\n", err);
         exit(1);
     }
+    *cpu = cpu_s() - c0;
     return now_s() - t0;
 }
 
 /* The streams: each round every stream gets its next chunk, then one advance for all of them. The
  * per-advance times go to adv (n_adv of them). */
-static double run_streams(rnnt_runner *r, const rnnt_model *m, const job *j, rnnt_result *res, double *adv, int *n_adv)
+static double run_streams(rnnt_runner *r, const rnnt_model *m, const job *j, rnnt_result *res, double *adv, int *n_adv, double *cpu)
 {
+    double c_start = cpu_s();
     char err[512];
     rnnt_stream *s[j->S];
     int fed[j->S];
@@ -96,6 +108,7 @@ static double run_streams(rnnt_runner *r, const rnnt_model *m, const job *j, rnn
         rnnt_stream_get_result(s[i], &res[i], NULL, 0);
         rnnt_stream_free(s[i]);
     }
+    *cpu = cpu_s() - c_start;
     return t_total + (now_s() - t0);
 }
 
@@ -144,8 +157,8 @@ int main(int argc, char **argv)
     double hop_s = (double)info->hop_length / info->sample_rate;
     printf("model %s: %d files, chunks of %d frames (%.0f ms), %d BLAS thread(s), median of %d after a warm-up\n\n", info->name, n_files,
            chunk, chunk * hop_s * 1000, threads, reps);
-    printf("| streams | audio s | whole ms | streamed ms | overhead | advance calls | advance ms median / p99 | token mismatches |\n"
-           "|---|---|---|---|---|---|---|---|\n");
+    printf("| streams | audio s | whole ms wall / cpu | streamed ms wall / cpu | overhead wall / cpu | advance calls | "
+           "advance ms median / p99 | token mismatches |\n|---|---|---|---|---|---|---|---|\n");
     for (const char *p = streams; *p;) {
         int S = atoi(p);
         while (*p && *p != ',') p++;
@@ -169,15 +182,16 @@ int main(int argc, char **argv)
         }
         job j = {S, chunk, info->feature_dim, utt};
         int max_adv = max_rows / chunk + 2;
-        double whole[reps], streamed[reps], *adv = malloc(sizeof(double) * (size_t)max_adv * reps), *adv_one = malloc(sizeof(double) * max_adv);
+        double whole[reps], streamed[reps], whole_cpu[reps], streamed_cpu[reps], *adv = malloc(sizeof(double) * (size_t)max_adv * reps), *adv_one = malloc(sizeof(double) * max_adv);
         int n_adv_all = 0, mismatches = 0, calls = 0;
         rnnt_result rw[S], rs[S];
         memset(rw, 0, sizeof rw);
         memset(rs, 0, sizeof rs);
         for (int rep = -1; rep < reps; rep++) { /* rep -1: warm-up */
-            double tw = run_whole(r, &j, rw);
+            double cw, cs;
+            double tw = run_whole(r, &j, rw, &cw);
             int n_adv;
-            double ts = run_streams(r, m, &j, rs, adv_one, &n_adv);
+            double ts = run_streams(r, m, &j, rs, adv_one, &n_adv, &cs);
             for (int i = 0; i < S; i++) {
                 if (rs[i].n_tokens != rw[i].n_tokens || memcmp(rs[i].tokens, rw[i].tokens, sizeof(int) * (size_t)rw[i].n_tokens) ||
                     memcmp(rs[i].frames, rw[i].frames, sizeof(int) * (size_t)rw[i].n_tokens))
@@ -188,13 +202,15 @@ int main(int argc, char **argv)
             if (rep < 0) continue;
             whole[rep] = tw;
             streamed[rep] = ts;
+            whole_cpu[rep] = cw;
+            streamed_cpu[rep] = cs;
             memcpy(adv + n_adv_all, adv_one, sizeof(double) * n_adv);
             n_adv_all += n_adv;
             calls = n_adv;
         }
-        double w = pct(whole, reps, 0.5), s = pct(streamed, reps, 0.5);
-        printf("| %d | %.1f | %.2f | %.2f | %.2fx | %d | %.3f / %.3f | %d |\n", S, audio, w * 1e3, s * 1e3, s / w, calls,
-               pct(adv, n_adv_all, 0.5) * 1e3, pct(adv, n_adv_all, 0.99) * 1e3, mismatches);
+        double w = pct(whole, reps, 0.5), s = pct(streamed, reps, 0.5), wc = pct(whole_cpu, reps, 0.5), sc = pct(streamed_cpu, reps, 0.5);
+        printf("| %d | %.1f | %.2f / %.2f | %.2f / %.2f | %.2fx / %.2fx | %d | %.3f / %.3f | %d |\n", S, audio, w * 1e3, wc * 1e3, s * 1e3,
+               sc * 1e3, s / w, sc / wc, calls, pct(adv, n_adv_all, 0.5) * 1e3, pct(adv, n_adv_all, 0.99) * 1e3, mismatches);
         fflush(stdout);
         free(adv);
         free(adv_one);
