@@ -184,7 +184,9 @@ rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen)
 /* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and
  * not yet all decoded. */
 int rnnt_stream_ready(const rnnt_stream *s);
-/* 1 when the input is finished and all of it decoded: rnnt_stream_get_result gives the final result. */
+/* 1 when the input is finished and all of it decoded, or decoding stopped on a non-finite joint
+ * output (status RNNT_ERR_NUMERIC; further features are refused with that status): the result from
+ * rnnt_stream_get_result is final. */
 int rnnt_stream_is_final(const rnnt_stream *s);
 /* Input frames accepted but not yet encoded. */
 int rnnt_stream_pending_frames(const rnnt_stream *s);
@@ -193,8 +195,8 @@ int rnnt_stream_pending_frames(const rnnt_stream *s);
  * every stream's pending input (up to the runner's max_frames frames of it) is encoded, and every
  * encoder frame that exists is decoded. Streams with nothing to do may be passed (they cost nothing);
  * streams may have different amounts of input. On an error return no stream has changed. A stream
- * whose joint output turns non-finite stops with status RNNT_ERR_NUMERIC in its result; the others
- * go on. timing may be NULL. */
+ * whose joint output turns non-finite stops (final, status RNNT_ERR_NUMERIC in its result, no text);
+ * the others go on. timing may be NULL. */
 rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
                                         char *err, size_t errlen);
 

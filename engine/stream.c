@@ -84,6 +84,8 @@ rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, i
 {
     if (!s) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no stream given");
     if (s->finished) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "features after the end of input");
+    if (s->dec.status != RNNT_OK)
+        return rnnt_set_err(err, errlen, s->dec.status, "the stream has stopped: %s at frame %d", rnnt_status_str(s->dec.status), s->dec.t);
     if (feature_dim != s->m->feature_dim)
         return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%d features per frame, the model expects %d", feature_dim, s->m->feature_dim);
     if (frames < 0) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "negative frame count %d", frames);
@@ -109,7 +111,7 @@ int rnnt_stream_ready(const rnnt_stream *s)
     return s->finished || s->n_feats >= s->m->stacking;
 }
 
-int rnnt_stream_is_final(const rnnt_stream *s) { return s && (s->flushed || (s->finished && s->dec.status != RNNT_OK)); }
+int rnnt_stream_is_final(const rnnt_stream *s) { return s && (s->flushed || s->dec.status != RNNT_OK); }
 
 int rnnt_stream_pending_frames(const rnnt_stream *s) { return s ? s->n_feats : 0; }
 

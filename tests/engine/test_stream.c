@@ -543,6 +543,62 @@ static void test_layer_chunks_bitwise(void **state)
     }
 }
 
+/* A model whose joint output overflows: the stream stops with RNNT_ERR_NUMERIC as the whole decode
+ * does, is final and refuses more input with that status; a stream without input in the same batch
+ * is untouched. */
+static void test_numeric_failure(void **state)
+{
+    char *dir = tu_tmpdir(), err[512];
+    tu_tensor *t;
+    int nt = tu_small_tensors(g_seed + 5, &t);
+    for (int i = 0; i < nt; i++)
+        if (!strcmp(t[i].name, "joint.out.weight"))
+            for (size_t j = 0; j < t[i].nbytes / 4; j++) ((float *)t[i].data)[j] = 3e38f;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    tu_write_safetensors(path, t, nt);
+    tu_free_tensors(t, nt);
+    tu_write_file(dir, "model.yaml", tu_small_yaml, strlen(tu_small_yaml));
+    tu_write_file(dir, "tokens.txt", "\xe2\x96\x81\na\nb\nc\n", 10);
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    uint64_t seed = g_seed + 7;
+    float x[20 * 6];
+    for (int i = 0; i < 20 * 6; i++) x[i] = 2.0f * tu_randu(&seed);
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 2;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_input in = {x, 20, 0};
+    rnnt_result want = {0}, got = {0};
+    if (rnnt_runner_decode(r, 1, &in, &want, NULL, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(want.status, RNNT_ERR_NUMERIC);
+    rnnt_stream *s[2];
+    if (rnnt_stream_create(m, &s[0], err, sizeof err) || rnnt_stream_create(m, &s[1], err, sizeof err)) fail_msg("%s", err);
+    if (rnnt_stream_accept_features(s[0], x, 20, 6, 0, err, sizeof err)) fail_msg("%s", err);
+    if (rnnt_runner_advance_streams(r, 2, s, NULL, err, sizeof err)) fail_msg("%s", err);
+    assert_true(rnnt_stream_is_final(s[0]));
+    assert_false(rnnt_stream_ready(s[0]));
+    if (rnnt_stream_get_result(s[0], &got, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(got.status, RNNT_ERR_NUMERIC);
+    assert_null(got.text);
+    assert_int_equal(got.n_tokens, want.n_tokens);
+    assert_int_equal(rnnt_stream_accept_features(s[0], x, 1, 6, 0, err, sizeof err), RNNT_ERR_NUMERIC);
+    assert_non_null(strstr(err, "the stream has stopped"));
+    assert_false(rnnt_stream_is_final(s[1]));
+    if (rnnt_stream_get_result(s[1], &got, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(got.status, RNNT_OK);
+    assert_int_equal(got.encoder_frames, 0);
+    rnnt_result_clear(&got);
+    rnnt_result_clear(&want);
+    rnnt_stream_free(s[0]);
+    rnnt_stream_free(s[1]);
+    rnnt_runner_free(r);
+    rnnt_model_free(m);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     g_seed = getenv("RNNT_TEST_SEED") ? strtoull(getenv("RNNT_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
@@ -550,6 +606,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_chunks_bitwise), cmocka_unit_test(test_golden_models),      cmocka_unit_test(test_generated_models), cmocka_unit_test(test_shipped_model),
         cmocka_unit_test(test_chunk_larger_than_runner), cmocka_unit_test(test_empty_and_zero_chunks), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_numeric_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
