@@ -98,7 +98,10 @@ static size_t dec_layout(const struct rnnt_model *m, int n, float *base, float *
     }
     if ((size_t)J + (size_t)m->n_out > step) step = (size_t)J + (size_t)m->n_out;
     float *p = carve(base, &off, (size_t)n * xa);
-    if (x_rows) *x_rows = p, *XA = xa;
+    if (x_rows) {
+        *x_rows = p;
+        *XA = xa;
+    }
     p = carve(base, &off, (size_t)m->n_pred * n * HpA);
     if (h_rows) *h_rows = p;
     p = carve(base, &off, (size_t)m->n_pred * n * HpA);
@@ -126,7 +129,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
         return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the decoder's buffers for %d utterances", n);
     dec_layout(m, n, s->dws, &x_rows, &XA, &h_rows, &c_rows, &gp_rows, &scratch);
     int act[n], upd[n], k[n];
-    const float *frow[n], *grow_[n];
+    const float *frow[n], *gp_of[n];
     for (;;) {
         int n_act = 0, n_upd = 0;
         for (int b = 0; b < n; b++)
@@ -173,10 +176,10 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
         for (int i = 0; i < n_act; i++) {
             int b = act[i];
             frow[i] = fp[b] + (size_t)(d[b]->t - base[b]) * J;
-            grow_[i] = d[b]->gp;
+            gp_of[i] = d[b]->gp;
         }
         double tj = now_s();
-        rnnt_cpu_joint_argmax(m, n_act, frow, grow_, k, scratch);
+        rnnt_cpu_joint_argmax(m, n_act, frow, gp_of, k, scratch);
         *t_joint += now_s() - tj;
         for (int i = 0; i < n_act; i++) {
             rnnt_dec_state *ds = d[act[i]];
