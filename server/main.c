@@ -465,6 +465,8 @@ int main(int argc, char **argv)
     /* Listen first: /health/live answers and /health/ready says 503 while the model loads. */
     if (http_start(s, err, sizeof err)) {
         log_msg(LOG_ERROR, "msg=\"cannot start the HTTP server\" err=\"%s\"", err);
+        watchdog_stop();
+        metrics_set_sched(NULL);
         sched_free(s->sched);
         return 1;
     }

@@ -162,6 +162,15 @@ class HungWorker(FaultTest):
         self.finish(d)
         self.assertIn("worker stuck in a batch past batching.worker_deadline_s", d.log())
 
+    def test_unit_asks_for_the_watchdog(self):
+        unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "rnntd.service")
+        with open(unit) as f:
+            text = f.read()
+        wd = re.search(r"(?m)^WatchdogSec=(\d+)s$", text)
+        self.assertIsNotNone(wd, "no WatchdogSec= in rnntd.service")
+        self.assertRegex(text, r"(?m)^Restart=on-failure$")  # a watchdog timeout counts as a failure
+        self.assertRegex(text, r"(?m)^Type=notify$")
+
     def test_every_worker_hung_refuses_at_once(self):
         d = self.start("batching:\n  workers: 1\n  worker_deadline_s: 1\n", env={"RNNTD_FAULT": "worker_hang:1"})
         st, _, doc = d.transcribe(self.body, timeout=30)
