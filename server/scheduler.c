@@ -241,7 +241,8 @@ static void *worker_main(void *arg)
         }
         int n = pick_batch(s, batch, cap, cs);
         double t0 = sched_now();
-        if (s->busy == 0) s->t_mark = t0; /* busy time (for the drain rate) starts now */
+        /* Busy time (for the drain rate) starts now; a hung worker's batch does not count as busy. */
+        if (s->busy - abandoned_running(s) == 0) s->t_mark = t0;
         s->busy++;
         worker_state *ws = &s->ws[w];
         ws->running = 1;
