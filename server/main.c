@@ -242,7 +242,15 @@ static void drain(srv *s)
     if (atomic_load(&s->suspended) > 0)
         log_msg(LOG_ERROR, "msg=\"connections still suspended after the drain\" n=%lld",
                 atomic_load(&s->suspended));
-    wait_until(&s->in_flight, sched_now() + 2.0);
+    /* A connection accepted just before the quiesce can still bring a request, answered 503 at once;
+     * MHD_stop_daemon would cut that answer off. Stop only after 100 ms without any (2 s at most). */
+    double end = sched_now() + 2.0, quiet_since = 0;
+    while (sched_now() < end) {
+        if (atomic_load(&s->in_flight) > 0) quiet_since = 0;
+        else if (quiet_since == 0) quiet_since = sched_now();
+        else if (sched_now() - quiet_since >= 0.1) break;
+        sleep_s(0.005);
+    }
 }
 
 /* ---- the systemd watchdog: WATCHDOG=1 every half interval while the scheduler makes progress,
