@@ -24,6 +24,8 @@ typedef struct rnnt_backend_ops {
 } rnnt_backend_ops;
 
 extern const rnnt_backend_ops rnnt_backend_cpu;
+/* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
+void rnnt_cpu_trim(void *state);
 #ifdef RNNT_WITH_CUDA
 extern const rnnt_backend_ops rnnt_backend_cuda;
 int rnnt_cuda_device_count(void);

@@ -210,15 +210,21 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
         timing->total_s = now_s() - t0;
         timing->decode_s = timing->total_s - t_enc - t_pred - t_joint;
     }
-    /* A workspace beyond CPU_WS_KEEP_BYTES (a batch of long utterances) goes back after its batch;
-     * kept, every worker would hold the largest batch it ever ran for good (~230 MB for 16 x 60 s
-     * on the shipped model). Mapping it again next time costs page faults: ~2% of such a batch. */
+    return RNNT_OK;
+}
+
+/* rnnt_runner_trim: a workspace beyond CPU_WS_KEEP_BYTES (grown for a batch of long utterances) goes
+ * back to the system; kept, every worker would hold the largest batch it ever ran for good (~230 MB
+ * for 16 x 60 s on the shipped model). Called when the worker goes idle, not after every batch:
+ * mapping 100+ MB again costs page faults worth ~10% of such a batch. */
+void rnnt_cpu_trim(void *state)
+{
+    cpu_state *s = state;
     if (s->ws_cap * sizeof(float) > CPU_WS_KEEP_BYTES) {
         free(s->ws);
         s->ws = NULL;
         s->ws_cap = 0;
     }
-    return RNNT_OK;
 }
 
 const rnnt_backend_ops rnnt_backend_cpu = {

@@ -187,6 +187,11 @@ rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p,
     return RNNT_OK;
 }
 
+void rnnt_runner_trim(rnnt_runner *r)
+{
+    if (r && r->ops == &rnnt_backend_cpu) rnnt_cpu_trim(r->state);
+}
+
 void rnnt_runner_free(rnnt_runner *r)
 {
     if (!r) return;

@@ -242,5 +242,7 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     metrics_batch(n, dt, frames, longest * n - frames);
     free(in);
     free(res);
+    /* Going idle: give back scratch grown for a large batch (kept while batches follow each other). */
+    if (sched_batch_queue_empty()) rnnt_runner_trim(e->runners[worker]);
     eng_unref(e);
 }

@@ -102,6 +102,16 @@ void sched_batch_detach(void)
     pthread_mutex_unlock(&s->mu);
 }
 
+int sched_batch_queue_empty(void)
+{
+    sched *s = tl_sched;
+    if (!s) return 1;
+    pthread_mutex_lock(&s->mu);
+    int empty = s->head == NULL;
+    pthread_mutex_unlock(&s->mu);
+    return empty;
+}
+
 int sched_batch_commit(void)
 {
     sched *s = tl_sched;

@@ -104,6 +104,8 @@ int sched_busy_workers(sched *s);
  * abandoned), 0 when the batch was abandoned (the jobs are answered and may be freed: touch none). */
 void sched_batch_detach(void);
 int sched_batch_commit(void);
+/* From a run: 1 when no job is waiting (the worker will probably go idle after this batch). */
+int sched_batch_queue_empty(void);
 
 /* Seconds a client should wait before retrying: the time the queued frames take at the measured
  * drain rate, rounded up and clamped to [1, 30]; 1 while no rate is known. */
