@@ -86,7 +86,8 @@ static const cfg_key g_keys[] = {
         "Largest request body (any type); larger uploads get 413 as soon as the cap is crossed."),
     INT("limits.max_json_bytes", max_json_bytes, 1024, 1LL << 34, 16LL << 20, 1,
         "Largest JSON body (the smaller of this and max_body_bytes applies). JSON is 2-6 times\n"
-        "the size of the same features as .npy (7-25 characters a value) and slower to parse;\n" "prefer .npy for long audio."),
+        "the size of the same features as .npy (7-25 characters a value) and slower to parse;\n"
+        "prefer .npy for long audio."),
     INT("limits.max_frames", max_frames, 1, 10000000, 6000, 1,
         "Feature frames per request at most (6000 = 60 s at a 10 ms hop); more gets 413.\n"
         "Each worker allocates scratch for max_batch utterances of this length."),
