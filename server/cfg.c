@@ -75,8 +75,9 @@ static const cfg_key g_keys[] = {
     INT("batching.max_queue_wait_ms", max_queue_wait_ms, 0, 3600000, 1000, 1,
         "A request that would wait longer than this for a worker gets 503 at once, with Retry-After\n"
         "set to the time the queue needs to drain. The wait is estimated as the audio frames queued\n"
-        "divided by the measured drain rate (frames decoded per second of busy time, averaged over\n"
-        "~10 s); until 3 batches have been decoded only max_queue applies. 0: no bound."),
+        "and still to decode in running batches, divided by the measured drain rate (frames decoded\n"
+        "per second of busy time, averaged over ~10 s); until 3 batches have been decoded only\n"
+        "max_queue applies. 0: no bound."),
     INT("batching.worker_deadline_s", worker_deadline_s, 0, 86400, 60, 1,
         "A batch still running after this long is given up: its requests get a 500 naming this key\n"
         "at once, the worker counts as hung (/metrics rnntd_workers_hung), and the systemd\n"

@@ -14,6 +14,7 @@ typedef struct {
     int committed; /* the run is writing results: too late to abandon */
     int abandoned; /* answered by the monitor; the run's jobs are not its own any more */
     double t_start;
+    double frames; /* of the running batch */
     sched_job **batch;
     int n;
 } worker_state;
@@ -80,6 +81,23 @@ static double drain_rate(const sched *s)
 {
     if (s->batches < SCHED_RATE_MIN_BATCHES || s->rate_busy_s < SCHED_RATE_MIN_BUSY_S) return 0;
     return s->rate_frames / s->rate_busy_s;
+}
+
+/* Under the lock: the frames ahead of a new job, the queued ones plus what the running batches
+ * still have to do (each worker drains its share of the rate), for the expected wait. */
+static double frames_ahead(const sched *s, double rate, double now)
+{
+    double ahead = s->queued_frames;
+    int live = 0;
+    for (int w = 0; w < s->p.workers; w++) live += !(s->ws[w].running && s->ws[w].abandoned);
+    double per_worker = live > 0 ? rate / live : rate;
+    for (int w = 0; w < s->p.workers; w++) {
+        const worker_state *ws = &s->ws[w];
+        if (!ws->running || ws->abandoned) continue;
+        double left = ws->frames - (now - ws->t_start) * per_worker;
+        if (left > 0) ahead += left;
+    }
+    return ahead;
 }
 
 /* Under the lock: workers whose batch was abandoned and whose run has not returned. */
@@ -258,6 +276,8 @@ static void *worker_main(void *arg)
         ws->running = 1;
         ws->detached = ws->committed = ws->abandoned = 0;
         ws->t_start = t0;
+        ws->frames = 0;
+        for (int i = 0; i < n; i++) ws->frames += batch[i]->frames;
         ws->batch = batch;
         ws->n = n;
         s->last_progress = t0;
@@ -435,7 +455,7 @@ sched_status sched_submit(sched *s, sched_job *j)
         return SCHED_FULL;
     }
     double rate = drain_rate(s);
-    if (s->p.max_wait_s > 0 && rate > 0 && s->queued_frames / rate > s->p.max_wait_s) {
+    if (s->p.max_wait_s > 0 && rate > 0 && frames_ahead(s, rate, sched_now()) / rate > s->p.max_wait_s) {
         pthread_mutex_unlock(&s->mu);
         return SCHED_FULL;
     }
@@ -600,7 +620,7 @@ int sched_retry_after_s(sched *s)
 {
     pthread_mutex_lock(&s->mu);
     double rate = drain_rate(s);
-    double q = s->queued_frames;
+    double q = rate > 0 ? frames_ahead(s, rate, sched_now()) : 0;
     pthread_mutex_unlock(&s->mu);
     if (rate <= 0) return 1;
     double t = ceil(q / rate);
@@ -614,7 +634,8 @@ void sched_get_stats(sched *s, sched_stats *out)
     double now = sched_now();
     out->drain_frames_per_s = drain_rate(s);
     out->queued_frames = s->queued_frames;
-    out->expected_wait_s = out->drain_frames_per_s > 0 ? s->queued_frames / out->drain_frames_per_s : 0;
+    out->expected_wait_s =
+        out->drain_frames_per_s > 0 ? frames_ahead(s, out->drain_frames_per_s, now) / out->drain_frames_per_s : 0;
     for (int w = 0; w < s->p.workers; w++)
         if (s->ws[w].running && s->p.worker_deadline_s > 0 && now - s->ws[w].t_start > s->p.worker_deadline_s)
             out->hung++;

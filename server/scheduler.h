@@ -4,7 +4,7 @@
  * once: max_delay_us applies only to jobs that arrived while every worker was busy (Triton's rule of
  * thumb: wait for company only when the hardware is busy anyway; delay_when_idle restores waiting).
  * The queue is bounded twice: by a count (max_queue) and by the expected wait, the frames queued
- * divided by the measured drain rate (an exponentially weighted average of frames completed per
+ * plus what the running batches still have to decode, divided by the measured drain rate (an exponentially weighted average of frames completed per
  * second of busy time, time constant SCHED_RATE_TAU_S); sched_retry_after_s gives a client the
  * time the queue needs to drain. A batch that runs longer than worker_deadline_s is abandoned: its
  * jobs are answered through the executor's abandon hook and the worker counts as hung (the watchdog
@@ -107,13 +107,14 @@ int sched_batch_commit(void);
 /* From a run: 1 when no job is waiting (the worker will probably go idle after this batch). */
 int sched_batch_queue_empty(void);
 
-/* Seconds a client should wait before retrying: the time the queued frames take at the measured
- * drain rate, rounded up and clamped to [1, 30]; 1 while no rate is known. */
+/* Seconds a client should wait before retrying: the expected wait (the time the queued frames and the
+ * running batches' rest take at the measured drain rate), rounded up and clamped to [1, 30]; 1 while
+ * no rate is known. */
 int sched_retry_after_s(sched *s);
 typedef struct {
     double drain_frames_per_s; /* 0 while unknown */
     double queued_frames;
-    double expected_wait_s;    /* queued_frames / drain rate; 0 while unknown */
+    double expected_wait_s;    /* (queued + running batches' remaining frames) / drain rate; 0 while unknown */
     int hung;                  /* workers whose batch has run past worker_deadline_s */
     long long abandoned;       /* batches abandoned so far */
     long long batches;         /* batches completed or abandoned so far */

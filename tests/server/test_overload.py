@@ -97,7 +97,7 @@ class OverloadAtDefaults(unittest.TestCase):
             self.assertLess(pct([s[0] for s in shed], 99), 2.0 * SLOW, "503s were not immediate")
             # Accepted: queued about max_queue_wait_ms (1 s; the wait is an estimate from the drain rate,
             # which other load on the machine moves), then their batch's compute (16 x 10 s on one core).
-            # Before the bound: p50 17.9 s, p99 21.2 s on this test.
+            # Measured: queued p99 0.7-1.1 s, total p99 2.1-2.8 s; before the bound: p50 17.9 s, p99 21.2 s.
             self.assertLess(pct(queued, 99), 4.0 * SLOW)
             self.assertLess(pct(ok, 99), 10.0 * SLOW)
             # Nothing lost: the server counted what the clients saw.
