@@ -1,6 +1,7 @@
 /* body.c — JSON and .npy request bodies. */
 #include "body.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,10 +11,12 @@
 
 void req_opts_default(req_opts *o) { o->timestamps = 1; }
 
+/* Exactly the spelling of an OpenAPI boolean (server/openapi.yaml): "1", "0", an empty value and a
+ * bare name are refused, so the spec and the server accept the same requests. */
 static int parse_bool(const char *v, int *out)
 {
-    if (!v || !strcmp(v, "true") || !strcmp(v, "1") || !*v) *out = 1;
-    else if (!strcmp(v, "false") || !strcmp(v, "0")) *out = 0;
+    if (v && !strcmp(v, "true")) *out = 1;
+    else if (v && !strcmp(v, "false")) *out = 0;
     else return -1;
     return 0;
 }
@@ -148,7 +151,8 @@ int body_parse_json(const char *buf, size_t len, int dim, int max_frames, body_f
             }
             double v = json_number_value(x);
             float fv = (float)v;
-            if (!isfinite(fv)) {
+            /* The spec's bound, exactly: a double a little above FLT_MAX would round down to it. */
+            if (!(v >= -FLT_MAX && v <= FLT_MAX)) {
                 srv_err_set(e, 422, "non_finite_feature",
                             "features[%zu][%zu] = %g is not a finite float32", t, f, v);
                 goto done;
