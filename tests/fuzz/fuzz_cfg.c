@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = cfg_load_mem(&back, "printed.yaml", text, len, err, sizeof err);
     FUZZ_CHECK(rc == 0, "the printed configuration does not load: %s", err);
     for (const cfg_key *k = cfg_keys(); k->name; k++) {
-        char a[CFG_PATH_MAX + 64], b[CFG_PATH_MAX + 64];
+        char a[CFG_VALUE_MAX], b[CFG_VALUE_MAX];
         cfg_format_value(&c, k, a, sizeof a);
         cfg_format_value(&back, k, b, sizeof b);
         FUZZ_CHECK(!strcmp(a, b), "%s: %s printed, %s read back", k->name, a, b);
