@@ -3,7 +3,8 @@
  * small, valid weights sit in the directory, then model.yaml, a NUL byte, and tokens.txt. Each run
  * writes the two files into a private temporary directory and loads it, so the YAML and token readers
  * are exercised deeply and a yaml that matches the chosen weights loads completely. Properties: a
- * rejection has a message; a loaded model's info is consistent; no leak (LeakSanitizer). */
+ * rejection has a message; a loaded model's info is consistent; no leak (LeakSanitizer).
+ * The directory is under RNNTD_FUZZ_TMPDIR, else /dev/shm when writable, else TMPDIR or /tmp. */
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,7 +35,9 @@ static void cleanup(void)
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    const char *tmp = getenv("TMPDIR");
+    /* Two small files are written per input: on tmpfs that is ~5x faster than on a disk. */
+    const char *tmp = getenv("RNNTD_FUZZ_TMPDIR");
+    if (!tmp || !*tmp) tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
     snprintf(g_root, sizeof g_root, "%s/rnntd-fuzz-model-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(g_root)) { perror("mkdtemp"); abort(); }
     atexit(cleanup);
