@@ -3,7 +3,8 @@
  * small, valid weights sit in the directory, then model.yaml, a NUL byte, and tokens.txt. Each run
  * writes the two files into a private temporary directory and loads it, so the YAML and token readers
  * are exercised deeply and a yaml that matches the chosen weights loads completely. Properties: a
- * rejection has a message; a loaded model's info is consistent; no leak (LeakSanitizer).
+ * rejection has a message; a loaded model's info is consistent and its tokens detokenize (the
+ * text of every result is made from them); no leak (LeakSanitizer).
  * The directory is under RNNTD_FUZZ_TMPDIR, else /dev/shm when writable, else TMPDIR or /tmp. */
 #include <limits.h>
 #include <sys/stat.h>
@@ -84,6 +85,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(t && t[0], "token %d", id);
     }
     FUZZ_CHECK(rnnt_model_token(m, I->vocab_size) == NULL, "token past the vocabulary");
+    /* Every result's text is made from these tokens: the whole vocabulary, twice, in one string. */
+    int n = 2 * I->vocab_size;
+    int *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) abort();
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        ids[i] = i % I->vocab_size;
+        bytes += strlen(rnnt_model_token(m, ids[i]));
+    }
+    char *text = rnnt_model_detokenize(m, ids, n);
+    FUZZ_CHECK(text && strlen(text) <= bytes + (size_t)n, "text of %zu bytes from %zu", text ? strlen(text) : 0, bytes);
+    free(text);
+    free(ids);
     rnnt_model_free(m);
     return 0;
 }

@@ -99,6 +99,8 @@ def cfg_seeds():
     s["bad-two-docs.yaml"] = b"server: {port: 1}\n---\nserver: {port: 2}\n"
     s["bad-anchor.yaml"] = b"server: &a {port: 1}\nmodel: *a\n"
     s["bad-cross.yaml"] = b"limits:\n  max_body_bytes: 1000\n  max_json_bytes: 2000\n"
+    s["bad-pending.yaml"] = b"limits:\n  max_body_bytes: 4096\n  max_json_bytes: 2048\n  max_pending_bytes: 2048\n"
+    s["listen-bracketed.yaml"] = b"server:\n  listen: \"[::1]\"\n"
     return s
 
 
@@ -133,6 +135,14 @@ def st_seeds():
     s["bad-i64-range.safetensors"] = st_bytes({"a": ("I64", [1], np.array([1 << 40], np.int64).tobytes())})
     s["bad-truncated.safetensors"] = st_bytes({"a": ("F32", [6], f32)})[:-4]
     s["bad-dtype.safetensors"] = st_bytes({"a": ("F64", [1], b"\0" * 8)})
+    # two tensors on the same bytes, and a hole between two tensors (offsets written by hand)
+    def raw(header, data):
+        h = json.dumps(header, separators=(",", ":")).encode()
+        return struct.pack("<Q", len(h)) + h + data
+    s["bad-overlap.safetensors"] = raw({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                        "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, f32[:12])
+    s["bad-hole.safetensors"] = raw({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                                     "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}, f32[:12])
     return s
 
 
@@ -149,6 +159,8 @@ def model_seeds():
     s["bad-big-blanks"] = b"\0" + y0.replace(b"[2, 4, 8]", b"[2, 2]") + b"\0" + t0
     s["bad-layer-input"] = b"\0" + y0.replace(b"input: 40", b"input: 41") + b"\0" + t0
     s["bad-unknown-key"] = b"\0" + y0 + b"extra: 1\n\0" + t0
+    s["bad-nine-big-blanks"] = b"\0" + y0.replace(b"[2, 4, 8]", b"[2, 3, 4, 5, 6, 7, 8, 9, 10]") + b"\0" + t0
+    s["boundary-tokens"] = b"\0" + y0 + b"\0" + t0.replace(b"a\n", b"\xe2\x96\n").replace(b"b\n", b"\xe2\x96\x81\xe2\x96\x81\n")
     return s
 
 
