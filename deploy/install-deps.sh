@@ -8,8 +8,8 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git curl
   libopenblas-dev libmicrohttpd-dev libjansson-dev libyaml-dev libcmocka-dev libsystemd-dev
   python3 python3-numpy python3-yaml python3-torch systemd xz-utils
-  python3-venv  # the schemathesis venv below
 )
+pkgs+=(python3-venv) # the schemathesis venv below
 # libFuzzer targets (tests/fuzz): clang and its sanitizer/fuzzer runtimes (skipped without them).
 . /etc/os-release
 case "${ID}-${VERSION_ID:-}" in
