@@ -2,6 +2,7 @@
 #include "body.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,10 +12,12 @@
 
 void req_opts_default(req_opts *o) { o->timestamps = 1; }
 
+/* Exactly the spelling of an OpenAPI boolean (server/openapi.yaml): "1", "0", an empty value and a
+ * bare name are refused, so the spec and the server accept the same requests. */
 static int parse_bool(const char *v, int *out)
 {
-    if (!v || !strcmp(v, "true") || !strcmp(v, "1") || !*v) *out = 1;
-    else if (!strcmp(v, "false") || !strcmp(v, "0")) *out = 0;
+    if (v && !strcmp(v, "true")) *out = 1;
+    else if (v && !strcmp(v, "false")) *out = 0;
     else return -1;
     return 0;
 }
@@ -371,7 +374,8 @@ static int jp_row_elem(jparse *j, size_t f, void *ctx, int depth)
     double v;
     if (jp_number(j, &v)) return -1;
     float fv = (float)v;
-    if (!isfinite(fv)) {
+    /* The spec's bound, exactly: a double a little above FLT_MAX would round down to it. */
+    if (!(v >= -FLT_MAX && v <= FLT_MAX)) {
         if (r->bad == SIZE_MAX) {
             r->bad = f;
             r->bad_v = v;

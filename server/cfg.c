@@ -436,7 +436,7 @@ void cfg_write_yaml(const cfg *c, FILE *f)
         }
         if (k->type == CFG_T_INT)
             fprintf(f, "  # integer in [%lld, %lld]\n", k->lo, k->hi);
-        char val[CFG_PATH_MAX + 8];
+        char val[CFG_VALUE_MAX]; /* a string of backslashes and quotes doubles when escaped */
         cfg_format_value(c, k, val, sizeof val);
         fprintf(f, "  %s: %s\n", dot + 1, val);
     }

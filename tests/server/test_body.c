@@ -1,4 +1,5 @@
 /* test_body.c — request bodies: every malformed JSON or .npy maps to the right status and code. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,6 +90,18 @@ static void test_json_limits(void **st)
     expect_json("{\"features\": [[1,2,3,4]]}", 422, "wrong_feature_dim");
     expect_json("{\"features\": [[1,2,3],[]]}", 422, "wrong_feature_dim");
     expect_json("{\"features\": [[1,2,1e39]]}", 422, "non_finite_feature"); /* finite double, not float */
+    /* The spec's bound is |x| <= FLT_MAX exactly: just above it is refused although (float) would
+     * round it down to FLT_MAX; FLT_MAX itself is taken. */
+    expect_json("{\"features\": [[1,2,3.4028235e38]]}", 422, "non_finite_feature");
+    expect_json("{\"features\": [[1,2,-3.40282347e38]]}", 422, "non_finite_feature");
+    {
+        body_feats f;
+        req_opts o;
+        srv_err e;
+        assert_int_equal(js("{\"features\": [[3.4028234663852886e38,-3.4028234663852886e38,0]]}", &f, &o, &e), 0);
+        assert_true(f.data[0] == FLT_MAX && f.data[1] == -FLT_MAX);
+        free(f.data);
+    }
     expect_json("{\"features\": [[1,2,3],[1,2,3],[1,2,3],[1,2,3],[1,2,3]]}", 413, "too_many_frames");
     /* Deep nesting is refused before jansson builds anything. */
     char deep[4096];
@@ -201,7 +214,7 @@ static int ref_parse_json(const char *buf, size_t len, int dim, int max_frames, 
             }
             double v = json_number_value(x);
             float fv = (float)v;
-            if (!isfinite(fv)) {
+            if (!(v >= -FLT_MAX && v <= FLT_MAX)) { /* the spec's bound, as body.c */
                 srv_err_set(e, 422, "non_finite_feature",
                             "features[%zu][%zu] = %g is not a finite float32", t, f, v);
                 goto done;
@@ -371,6 +384,16 @@ static void test_query(void **st)
     assert_int_equal(o.timestamps, 1);
     assert_int_equal(body_query_param("timestamps", "maybe", &o, &e), -1);
     assert_int_equal(e.status, 400);
+    /* Only the OpenAPI boolean's spelling: not 1/0, an empty value, a bare name or another case. */
+    static const char *const refused[] = {"1", "0", "", "True", "FALSE", "yes", "true ", NULL};
+    for (const char *const *v = refused; *v; v++) {
+        o.timestamps = 1;
+        assert_int_equal(body_query_param("timestamps", *v, &o, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.code, "invalid_parameter");
+        assert_int_equal(o.timestamps, 1);
+    }
+    assert_int_equal(body_query_param("timestamps", NULL, &o, &e), -1); /* "?timestamps" */
     assert_int_equal(body_query_param("lang", "en", &o, &e), -1);
     assert_string_equal(e.code, "invalid_parameter");
 }
