@@ -62,8 +62,10 @@ hp_status hp_scan_head(hp_scan *s, const char *buf, size_t len, size_t *head_len
             continue;
         }
         if (!s->line_done) {
+            if (line_len > HP_MAX_REQUEST_LINE) break; /* refused below */
             s->line_done = 1;
         } else if (line_len == 0) {
+            if (i + 1 - s->start > HP_MAX_HEAD) break;
             *head_len = i + 1;
             s->pos = i + 1;
             return HP_COMPLETE;
@@ -71,9 +73,10 @@ hp_status hp_scan_head(hp_scan *s, const char *buf, size_t len, size_t *head_len
         s->line_start = i + 1;
     }
     s->pos = i;
-    if (!s->line_done && len - s->start > HP_MAX_REQUEST_LINE)
+    size_t seen = i < len ? i + 1 : len; /* a limit crossed inside a complete line stops the loop early */
+    if (!s->line_done && seen - s->start > HP_MAX_REQUEST_LINE)
         return fail(err, 414, "uri_too_long", "the request line is longer than 8192 bytes"), HP_ERROR;
-    if (len - s->start > HP_MAX_HEAD)
+    if (seen - s->start > HP_MAX_HEAD)
         return fail(err, 431, "headers_too_large", "the request head is larger than 32768 bytes"), HP_ERROR;
     return HP_INCOMPLETE;
 }
