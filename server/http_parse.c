@@ -37,8 +37,12 @@ void hp_scan_init(hp_scan *s)
 
 hp_status hp_scan_head(hp_scan *s, const char *buf, size_t len, size_t *head_len, hp_error *err)
 {
+    /* Limits are checked byte by byte, so the verdict never depends on how the bytes were split
+     * into reads (the fuzz target checks that). */
     size_t i = s->pos;
     for (; i < len; i++) {
+        if (s->started && i + 1 - s->start > HP_MAX_HEAD)
+            return fail(err, 431, "headers_too_large", "the request head is larger than 32768 bytes"), HP_ERROR;
         char ch = buf[i];
         if (ch == '\r') {
             if (i + 1 == len) break; /* decide when the next byte comes */
@@ -47,7 +51,9 @@ hp_status hp_scan_head(hp_scan *s, const char *buf, size_t len, size_t *head_len
             continue;
         }
         if (ch != '\n') {
-            if (!s->started) s->started = 1;
+            s->started = 1;
+            if (!s->line_done && i + 1 - s->start > HP_MAX_REQUEST_LINE)
+                return fail(err, 414, "uri_too_long", "the request line is longer than 8192 bytes"), HP_ERROR;
             continue;
         }
         if (i == 0 || buf[i - 1] != '\r')
@@ -62,10 +68,8 @@ hp_status hp_scan_head(hp_scan *s, const char *buf, size_t len, size_t *head_len
             continue;
         }
         if (!s->line_done) {
-            if (line_len > HP_MAX_REQUEST_LINE) break; /* refused below */
             s->line_done = 1;
         } else if (line_len == 0) {
-            if (i + 1 - s->start > HP_MAX_HEAD) break;
             *head_len = i + 1;
             s->pos = i + 1;
             return HP_COMPLETE;
@@ -73,11 +77,6 @@ hp_status hp_scan_head(hp_scan *s, const char *buf, size_t len, size_t *head_len
         s->line_start = i + 1;
     }
     s->pos = i;
-    size_t seen = i < len ? i + 1 : len; /* a limit crossed inside a complete line stops the loop early */
-    if (!s->line_done && seen - s->start > HP_MAX_REQUEST_LINE)
-        return fail(err, 414, "uri_too_long", "the request line is longer than 8192 bytes"), HP_ERROR;
-    if (seen - s->start > HP_MAX_HEAD)
-        return fail(err, 431, "headers_too_large", "the request head is larger than 32768 bytes"), HP_ERROR;
     return HP_INCOMPLETE;
 }
 
