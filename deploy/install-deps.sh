@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 pkgs=(
   build-essential cmake ninja-build pkg-config git curl
-  libopenblas-dev libmicrohttpd-dev libjansson-dev libyaml-dev libcmocka-dev libsystemd-dev
+  libopenblas-dev libjansson-dev libyaml-dev libcmocka-dev libsystemd-dev
   python3 python3-numpy python3-yaml python3-torch systemd xz-utils
 )
 missing=()
