@@ -764,20 +764,25 @@ static int make_listener(const tp_config *cfg, unsigned *port, char *err, size_t
     return fd;
 }
 
-/* The cap on connections that the descriptor limit allows (raising the soft limit if it can). */
-static long long fit_fd_limit(long long want_conn, long long overflow)
+/* Fits the connection cap and the refused-connection allowance into the descriptor limit, raising
+ * the soft limit as far as the hard one when needed; lowers them (4:1) when it cannot. */
+static void fit_fd_limit(long long *conn, long long *overflow)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl)) return want_conn;
-    rlim_t need = (rlim_t)(want_conn + overflow + TP_FD_RESERVE);
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+    rlim_t need = (rlim_t)(*conn + *overflow + TP_FD_RESERVE);
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
         rlim_t target = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
         struct rlimit nr = {target, rl.rlim_max};
         if (setrlimit(RLIMIT_NOFILE, &nr) == 0) rl.rlim_cur = target;
     }
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return want_conn;
-    long long fit = (long long)rl.rlim_cur - overflow - TP_FD_RESERVE;
-    return fit > 1 ? fit : 1;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return;
+    long long avail = (long long)rl.rlim_cur - TP_FD_RESERVE;
+    if (avail < 2) avail = 2;
+    long long ov = avail / 5 < *overflow ? avail / 5 : *overflow;
+    if (ov < 1) ov = 1;
+    *overflow = ov;
+    *conn = avail - ov;
 }
 
 int tp_start(const tp_config *cfg, const tp_handlers *h, void *ctx, tp_server **out, char *err, size_t errlen)
@@ -796,7 +801,8 @@ int tp_start(const tp_config *cfg, const tp_handlers *h, void *ctx, tp_server **
     s->max_overflow = cfg->max_connections / 4;
     if (s->max_overflow < 64) s->max_overflow = 64;
     if (s->max_overflow > 1024) s->max_overflow = 1024;
-    s->max_conn = fit_fd_limit(cfg->max_connections, s->max_overflow);
+    s->max_conn = cfg->max_connections;
+    fit_fd_limit(&s->max_conn, &s->max_overflow);
     s->lfd = make_listener(cfg, &s->port, err, errlen);
     if (s->lfd < 0) {
         pthread_mutex_destroy(&s->ip_mu);

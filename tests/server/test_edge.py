@@ -409,6 +409,62 @@ class AuthBeforeMethod(EdgeBase):
             self.assertEqual(hd["allow"], "POST")
 
 
+class FdLimit(unittest.TestCase):
+    """max_connections beyond what RLIMIT_NOFILE allows: the cap is lowered to fit (logged), and
+    connections over it get 503 instead of failing accept() with EMFILE."""
+
+    def test_cap_fits_the_descriptor_limit(self):
+        from harness import BIN, MODEL
+        import shutil
+        import signal
+        import subprocess
+        if not MODEL or not shutil.which("prlimit"):
+            self.skipTest("no model or no prlimit")
+        d = tempfile.mkdtemp(prefix="rnntd-fd-")
+        logpath = os.path.join(d, "stderr.log")
+        with open(logpath, "wb") as log:
+            p = subprocess.Popen(["prlimit", "--nofile=300:300", BIN, "--listen", "127.0.0.1", "--port", "0",
+                                  "--model", MODEL, "--backend", "cpu"], stdout=subprocess.DEVNULL, stderr=log)
+        socks = []
+        try:
+            port, end = None, time.monotonic() + 30 * SLOW
+            while port is None and time.monotonic() < end:
+                text = open(logpath).read()
+                m = __import__("re").search(r"msg=listening address=\S+ port=(\d+) http_threads=\d+ max_connections=(\d+)", text)
+                if m:
+                    port, cap = int(m.group(1)), int(m.group(2))
+                time.sleep(0.05)
+            self.assertIsNotNone(port, open(logpath).read())
+            self.assertIn("allows fewer connections than server.max_connections", open(logpath).read())
+            self.assertLess(cap, 300)
+            while time.monotonic() < end:
+                raw, _, _ = exchange(port, b"GET /health/ready HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                if responses(raw) == [200]:
+                    break
+                time.sleep(0.05)
+            for _ in range(cap + 10):
+                socks.append(socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW))
+            time.sleep(0.5)
+            refused = 0
+            for s in socks:
+                s.settimeout(0.01)
+                try:
+                    if s.recv(4096).startswith(b"HTTP/1.1 503"):
+                        refused += 1
+                except socket.timeout:
+                    pass
+            self.assertEqual(refused, 10)
+        finally:
+            for s in socks:
+                s.close()
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(30 * SLOW)
+            log = open(logpath).read()
+            self.assertEqual(rc, 0, log[-3000:])
+            self.assertNotIn("level=error", log)
+            self.assertNotIn("ERROR: AddressSanitizer", log)
+
+
 class ManyIdle(EdgeBase):
     """Idle connections are cheap: 1000 open at once, and a normal client is served."""
 
