@@ -35,9 +35,9 @@ static const cfg_key g_keys[] = {
     INT("server.max_connections", max_connections, 1, 1048576, 4096, 0,
         "Open connections at most. An idle or slow connection costs a file descriptor and well\n"
         "under 1 KiB (a buffer only while a request is being read), so this can be far above the\n"
-        "workers. A connection over the cap is accepted, answered 503 with Retry-After and\n"
-        "Connection: close, and closed. The open-file limit (RLIMIT_NOFILE) is raised to fit at\n"
-        "start, or the cap lowered to fit it (logged)."),
+        "workers. A connection over the cap is accepted, waits up to 0.5 s for a slot, then is\n"
+        "answered 503 with Retry-After and Connection: close, and closed. The open-file limit\n"
+        "(RLIMIT_NOFILE) is raised to fit at start, or the cap lowered to fit it (logged)."),
     INT("server.max_connections_per_ip", max_connections_per_ip, 0, 1048576, 0, 0,
         "Open connections from one client address at most (beyond: 503 as above). 0: no cap per\n"
         "address (behind a reverse proxy every client has the proxy's address)."),

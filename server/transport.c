@@ -37,8 +37,9 @@
 #define TP_ACCEPT_PAUSE_S 0.1 /* out of file descriptors: stop accepting this long */
 #define TP_IP_BUCKETS 4096
 #define TP_FD_RESERVE 64      /* descriptors kept for everything but connections */
+#define TP_SLOT_WAIT_S 0.5    /* a connection over the cap waits this long for a slot, then 503 */
 
-typedef enum { C_HEAD = 0, C_BODY, C_HANDLER, C_SUSPENDED, C_WRITE, C_LINGER, C_CLOSED } conn_state;
+typedef enum { C_HEAD = 0, C_BODY, C_HANDLER, C_SUSPENDED, C_WRITE, C_LINGER, C_WAITSLOT, C_CLOSED } conn_state;
 
 typedef struct tp_loop tp_loop;
 
@@ -294,6 +295,7 @@ static int body_data(void *user, const char *data, size_t len)
 }
 
 static void after_write(tp_conn *c);
+static void refuse_over_cap(tp_conn *c);
 
 /* Runs the connection's state machine over what is buffered until it needs the socket again. */
 static void process(tp_conn *c)
@@ -484,6 +486,11 @@ static void on_readable(tp_conn *c)
 static void conn_event(tp_conn *c, unsigned ev)
 {
     if (c->st == C_CLOSED) return;
+    if (c->st == C_WAITSLOT) {
+        /* The client half-closed or went away while waiting for a slot: answer now. */
+        refuse_over_cap(c);
+        return;
+    }
     if (c->st == C_SUSPENDED || c->st == C_HANDLER) {
         /* Gone while its work runs: stop listening to it (the hang-up would fire on and on); the
          * answer will fail to write after the resume, and that closes it. */
@@ -527,6 +534,32 @@ static void format_peer(tp_conn *c, const struct sockaddr_storage *ss)
     }
 }
 
+/* Counts c in the open connections (and its address), if the caps allow: 1, else 0. */
+static int take_slot(tp_server *s, tp_conn *c)
+{
+    if (atomic_fetch_add(&s->open, 1) + 1 > s->max_conn) {
+        atomic_fetch_sub(&s->open, 1);
+        return 0;
+    }
+    if (s->cfg.max_per_ip > 0) {
+        long long n = ip_acquire(s, c->addr);
+        if (n < 0 || n > s->cfg.max_per_ip) {
+            if (n > 0) ip_release(s, c->addr);
+            atomic_fetch_sub(&s->open, 1);
+            return 0;
+        }
+        c->ip_counted = 1;
+    }
+    return 1;
+}
+
+static void refuse_over_cap(tp_conn *c)
+{
+    hp_error e = {503, "too_many_connections",
+                  "too many open connections (server.max_connections or server.max_connections_per_ip); retry"};
+    if (fail_request(c, &e) == 0) process(c);
+}
+
 static void accept_some(tp_loop *L)
 {
     tp_server *s = L->s;
@@ -554,40 +587,23 @@ static void accept_some(tp_loop *L)
         c->loop = L;
         c->fd = fd;
         format_peer(c, &ss);
-        int over = 0;
-        if (atomic_fetch_add(&s->open, 1) + 1 > s->max_conn) over = 1;
-        if (!over && s->cfg.max_per_ip > 0) {
-            long long n = ip_acquire(s, c->addr);
-            if (n < 0 || n > s->cfg.max_per_ip) {
-                if (n > 0) ip_release(s, c->addr);
-                over = 1;
-            } else {
-                c->ip_counted = 1;
-            }
-        }
-        if (over) {
-            atomic_fetch_sub(&s->open, 1);
+        c->t_last = now_s();
+        begin_request(c);
+        if (!take_slot(s, c)) {
             if (atomic_fetch_add(&s->overflow, 1) + 1 > s->max_overflow) {
                 atomic_fetch_sub(&s->overflow, 1);
                 close(fd);
                 free(c);
                 continue;
             }
+            /* Over the cap: wait a moment for a slot (a client that just closed others may not have
+             * been seen closing yet), read nothing meanwhile; the sweep promotes it or answers 503. */
             c->overflow = 1;
+            c->st = C_WAITSLOT;
         }
-        c->t_last = now_s();
-        begin_request(c);
         list_push(&L->conns, c);
-        set_events(c, EPOLLIN);
-        if (!c->registered) {
-            conn_free(c);
-            continue;
-        }
-        if (c->overflow) {
-            hp_error e = {503, "too_many_connections",
-                          "too many open connections (server.max_connections or server.max_connections_per_ip); retry"};
-            if (fail_request(c, &e) == 0) process(c);
-        }
+        set_events(c, c->st == C_WAITSLOT ? EPOLLRDHUP : EPOLLIN);
+        if (!c->registered) conn_free(c);
     }
 }
 
@@ -656,6 +672,17 @@ static void sweep(tp_loop *L)
             break;
         case C_LINGER:
             if (t - c->t_linger > TP_LINGER_S) conn_free(c);
+            break;
+        case C_WAITSLOT:
+            if (take_slot(s, c)) {
+                atomic_fetch_sub(&s->overflow, 1);
+                c->overflow = 0;
+                c->st = C_HEAD;
+                c->t_last = t;
+                process(c);
+            } else if (t - c->t_last > TP_SLOT_WAIT_S) {
+                refuse_over_cap(c);
+            }
             break;
         default:
             break;
@@ -888,12 +915,13 @@ void tp_stop(tp_server *s)
     atomic_store(&s->stopping, 1);
     for (int i = 0; s->loops && i < s->n_loops; i++) {
         tp_loop *L = &s->loops[i];
+        if (!L->s) continue; /* never set up (tp_start failed before it) */
         if (L->started) {
             wake(L);
             pthread_join(L->th, NULL);
         }
-        if (L->epfd > 0) close(L->epfd);
-        if (L->evfd > 0) close(L->evfd);
+        if (L->epfd >= 0) close(L->epfd);
+        if (L->evfd >= 0) close(L->evfd);
         pthread_mutex_destroy(&L->mu);
     }
     if (s->lfd >= 0) close(s->lfd);

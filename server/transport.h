@@ -15,9 +15,10 @@
  * after its head (408); an idle keep-alive connection is closed after idle_timeout_s; an answer the
  * client does not read for idle_timeout_s is abandoned. A suspended request has no deadline.
  *
- * Connections beyond max_connections (or beyond max_per_ip from one address, when > 0) are accepted,
- * answered 503 (on_error with status 503, code "too_many_connections") and closed, up to a bounded
- * number at a time; beyond that they are closed at once.
+ * Connections beyond max_connections (or beyond max_per_ip from one address, when > 0) are accepted
+ * and wait up to half a second for a slot (nothing is read from them meanwhile); then they are
+ * answered 503 (on_error with status 503, code "too_many_connections") and closed. At most a bounded
+ * number wait or are being refused at a time; beyond that they are closed at once.
  *
  * Thread-safety: handlers run on the loop thread that owns the connection; tp_resume and
  * tp_connections may be called from any thread; everything else only from the owning loop thread

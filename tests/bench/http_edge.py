@@ -267,7 +267,7 @@ def main():
                     break
             for s in socks:
                 s.settimeout(0.02)
-            time.sleep(0.5)
+            time.sleep(1.5)
             for s in socks:
                 try:
                     d = s.recv(4096)

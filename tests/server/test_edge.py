@@ -444,7 +444,7 @@ class FdLimit(unittest.TestCase):
                 time.sleep(0.05)
             for _ in range(cap + 10):
                 socks.append(socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW))
-            time.sleep(0.5)
+            time.sleep(1.5 * SLOW)  # those over the cap wait 0.5 s for a slot, then get 503
             refused = 0
             for s in socks:
                 s.settimeout(0.01)
