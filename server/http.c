@@ -37,7 +37,7 @@ typedef struct {
     char *body;
     size_t len, cap, limit;
     size_t reserved; /* bytes counted in s->pending_bytes */
-    srv_err err;     /* found while receiving; answered when the upload ends */
+    srv_err err;     /* a bad query parameter (body_query_param) */
     req_opts opts;
     eng *engine;     /* the generation this request is validated against (reference held) */
     float *features;
