@@ -11,6 +11,7 @@
  *                with rnnt_result_clear().
  *   rnnt_frontend / rnnt_frontend_stream  PCM -> features (below): one frontend per model, shared by
  *                threads; one stream per utterance and thread.
+ *   rnnt_stream  one utterance decoded while its input arrives (section "Streams" below).
  *
  * Thread safety: a model and a frontend are read-only and shareable; a runner or a stream is used by one
  * thread at a time. FFTW's planner is not thread-safe: the engine serialises its own planning (frontend
@@ -206,6 +207,71 @@ rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, si
  * Uses dither seed 0. Fails with RNNT_ERR_TOO_LARGE past max_frames frames (0 = no limit but INT_MAX). */
 rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats,
                                       int *frames, char *err, size_t errlen);
+/* ---- Streams (issue 13): decoding while the input arrives ---------------------------------------
+ *
+ *   rnnt_stream  the state of one utterance being decoded as its input arrives: each encoder layer's
+ *                state, the frame- and time-stacking remainders, the predictor state, the decoder's
+ *                frame (a big-blank skip past the input so far carries over), the tokens so far.
+ *                Created for one model, lives as long as the utterance.
+ *
+ *   rnnt_stream *s; rnnt_stream_create(m, &s, err, sizeof err);
+ *   while (chunk arrives) {
+ *       rnnt_stream_accept_features(s, feats, n_frames, feature_dim, 0, err, sizeof err);
+ *       rnnt_runner_advance_streams(r, n, streams, NULL, err, sizeof err);  // many streams at once
+ *       rnnt_stream_get_result(s, &partial, err, sizeof err);              // tokens and text so far
+ *   }
+ *   rnnt_stream_input_finished(s, ...); rnnt_runner_advance_streams(r, 1, &s, ...);
+ *   rnnt_stream_get_result(s, &final, ...);  // rnnt_stream_is_final(s) == 1
+ *   rnnt_stream_free(s);
+ *
+ * Chunk invariance: however the input is split into calls (one frame at a time, any sizes, any other
+ * streams in the same advance), the final tokens and frames are those rnnt_runner_decode gives for the
+ * whole utterance. A token is emitted only from encoder frames that exist: with frame or time
+ * stacking, the last partial group waits for more input or for the end of input (then zero-padded, as
+ * the whole utterance is).
+ *
+ * Thread safety: a stream is used by one thread at a time (feeding, advancing, reading its result
+ * must not overlap: the caller serialises them); different streams are independent. Any runner of the
+ * stream's model may advance it, one call after another (the CPU backend keeps the state in host
+ * memory). The model must outlive its streams. Audio input will come through a frontend the stream
+ * owns (with the audio frontend); features are the input today.
+ *
+ * The CPU backend advances streams; the CUDA backend answers RNNT_ERR_UNSUPPORTED for now. */
+typedef struct rnnt_stream rnnt_stream;
+
+rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err, size_t errlen);
+void rnnt_stream_free(rnnt_stream *s);
+/* Append frames x feature_dim floats (row-major, not normalised, as rnnt_input). feature_dim must be
+ * the model's; every value must be finite (checked unless finite_checked); frames may be 0. Refused
+ * (RNNT_ERR_INVALID, the stream unchanged) after rnnt_stream_input_finished; RNNT_ERR_TOO_LARGE when
+ * more than an hour of input (360,000 frames) would wait unadvanced. */
+rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
+                                        int finite_checked, char *err, size_t errlen);
+/* No more input: the next advance encodes the last partial groups and decodes to the end. */
+rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
+/* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and
+ * not yet all decoded. */
+int rnnt_stream_ready(const rnnt_stream *s);
+/* 1 when the input is finished and all of it decoded, or decoding stopped on a non-finite joint
+ * output (status RNNT_ERR_NUMERIC; further features are refused with that status): the result from
+ * rnnt_stream_get_result is final. */
+int rnnt_stream_is_final(const rnnt_stream *s);
+/* Input frames accepted but not yet encoded. */
+int rnnt_stream_pending_frames(const rnnt_stream *s);
+
+/* Advance n (1..max_batch) distinct streams of the runner's model by one chunk each, as one batch:
+ * every stream's pending input (up to the runner's max_frames frames of it) is encoded, and every
+ * encoder frame that exists is decoded. Streams with nothing to do may be passed (they cost nothing);
+ * streams may have different amounts of input. On an error return no stream has changed. A stream
+ * whose joint output turns non-finite stops (final, status RNNT_ERR_NUMERIC in its result, no text);
+ * the others go on. timing may be NULL. */
+rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
+                                        char *err, size_t errlen);
+
+/* The result so far (tokens, frames, text, encoder_frames decoded so far, status), as a copy owned by
+ * the caller (res: zeroed or cleared beforehand; release with rnnt_result_clear). A partial result
+ * only grows: later chunks append tokens. Final once rnnt_stream_is_final(s). */
+rnnt_status rnnt_stream_get_result(const rnnt_stream *s, rnnt_result *res, char *err, size_t errlen);
 
 /* 1 when the engine was built with the CUDA backend and at least one device is usable. */
 int rnnt_cuda_available(void);

@@ -114,6 +114,13 @@ void rnnt_runner_free(rnnt_runner *r)
     free(r);
 }
 
+void rnnt_runner_backend(const rnnt_runner *r, const struct rnnt_model **m, const rnnt_backend_ops **ops, void **state)
+{
+    *m = r->m;
+    *ops = r->ops;
+    *state = r->state;
+}
+
 const char *rnnt_runner_backend_name(const rnnt_runner *r) { return r->ops->name; }
 const char *rnnt_runner_device_name(const rnnt_runner *r) { return r->ops->device_name(r->state); }
 const rnnt_runner_params *rnnt_runner_get_params(const rnnt_runner *r) { return &r->p; }

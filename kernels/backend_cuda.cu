@@ -219,7 +219,7 @@ rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, r
 extern "C" {
 
 extern const rnnt_backend_ops rnnt_backend_cuda;
-const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode};
+const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, nullptr}; /* no streams yet */
 
 int rnnt_cuda_device_count(void)
 {
