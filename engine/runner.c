@@ -130,6 +130,7 @@ void rnnt_result_clear(rnnt_result *res)
     if (!res) return;
     free(res->tokens);
     free(res->frames);
+    free(res->probs);
     free(res->text);
     memset(res, 0, sizeof *res);
 }
@@ -159,7 +160,9 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
         size_t cap = (size_t)rnnt_model_encoder_frames(m, inputs[b].frames) * m->max_symbols + 1;
         results[b].tokens = malloc(cap * sizeof(int));
         results[b].frames = malloc(cap * sizeof(int));
-        if (!results[b].tokens || !results[b].frames) {
+        /* Only the CPU backend reports each label's probability (the CUDA decoder keeps no logits). */
+        if (r->ops == &rnnt_backend_cpu) results[b].probs = malloc(cap * sizeof(float));
+        if (!results[b].tokens || !results[b].frames || (r->ops == &rnnt_backend_cpu && !results[b].probs)) {
             for (int i = 0; i <= b; i++) rnnt_result_clear(&results[i]);
             return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the results");
         }
