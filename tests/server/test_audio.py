@@ -8,6 +8,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -321,6 +322,27 @@ print(json.dumps(out))
         self.assertEqual(out["text"].strip(), text)
         self.assertEqual(out["error"][0], 400)
         self.assertEqual(out["error"][1]["code"], "unsupported_language")
+
+    def test_openapi_examples_are_valid_requests(self):
+        spec = readb(os.path.join(ROOT, "server", "openapi.yaml")).decode()
+        m = re.search(r"example: \{features: (\[\[.*\]\]), timestamps: true\}", spec)
+        feats = json.loads(m.group(1))
+        self.assertEqual([len(f) for f in feats], [80] * len(feats))
+        st, _, doc = self.post("/v1/transcribe", json.dumps({"features": feats, "timestamps": True}).encode(), "application/json")
+        self.assertEqual(st, 200, doc)
+        ext = re.findall(r"externalValue: '([^']+)'", spec)
+        self.assertGreaterEqual(len(ext), 2)
+        for path in ext:
+            body = readb(os.path.join(ROOT, path))
+            st, _, doc = self.post("/v1/transcribe", body, "application/x-npy" if path.endswith(".npy") else "audio/wav")
+            self.assertEqual(st, 200, doc)
+            self.assertTrue(doc["text"])
+        m = re.search(r"value: \{file: '([^']+)', model: ([\w-]+), response_format: (\w+), 'timestamp_granularities\[\]': \[(\w+)\]\}", spec)
+        body, ctype = multipart([("model", m.group(2)), ("response_format", m.group(3)), ("timestamp_granularities[]", m.group(4))],
+                                [("file", "f.wav", readb(os.path.join(ROOT, m.group(1))))])
+        st, _, doc = self.post("/v1/audio/transcriptions", body, ctype)
+        self.assertEqual(st, 200, doc)
+        self.assertTrue(doc["words"])
 
     # ------------------------------------------------------------ KServe v2 names
 
