@@ -968,8 +968,10 @@ long long http_connections(srv *s)
 
 void http_stop(srv *s)
 {
+    /* First: an audio request still being decoded (a drain that timed out) resumes its connection
+     * while the transport still exists; workq_free runs what is queued and joins. */
+    workq_free(g_prep);
+    g_prep = NULL;
     tp_stop(s->tp);
     s->tp = NULL;
-    workq_free(g_prep); /* idle: every suspended request was resumed before http_stop */
-    g_prep = NULL;
 }
