@@ -131,8 +131,8 @@ class Audio(unittest.TestCase):
         self.assertNotIn("words", doc)
 
     def test_confidence_drops_in_noise(self):
-        """The same sample drowned in white noise: its words are less sure (geometric mean over the
-        words of their confidences, an empty transcript counting as 0)."""
+        """The same sample drowned in white noise: its words are less sure (the mean of its words'
+        confidences, an empty transcript counting as 0)."""
         rnd = random.Random(5)
         for path in SAMPLES:
             x, rate = wav_samples(path)
