@@ -108,7 +108,7 @@ int oai_parse_form(const mp_part *parts, int n, const char *model_name, oai_requ
         } else if (!strcmp(name, "temperature")) {
             char *end = NULL;
             double t = strtod(v, &end);
-            if (!v[0] || *end || !(t >= 0.0 && t <= 1.0)) {
+            if (!v[0] || v[0] == ' ' || v[0] == '\t' || *end || !(t >= 0.0 && t <= 1.0)) {
                 srv_err_set(e, 400, "invalid_parameter", "temperature must be a number in [0, 1] (it is ignored: decoding is greedy)");
                 return -1;
             }
