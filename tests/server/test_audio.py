@@ -45,6 +45,36 @@ def wav_samples(path):
         return list(struct.unpack("<%dh" % n, w.readframes(n))), w.getframerate()
 
 
+def sndfile_encode(samples, rate, kind):
+    """FLAC, Ogg Vorbis or MP3 bytes of int16 mono samples, through libsndfile (ctypes); None without it."""
+    import ctypes
+    import ctypes.util
+    import tempfile
+    name = ctypes.util.find_library("sndfile")
+    if not name:
+        return None
+    lib = ctypes.CDLL(name)
+
+    class SF_INFO(ctypes.Structure):
+        _fields_ = [("frames", ctypes.c_int64), ("samplerate", ctypes.c_int), ("channels", ctypes.c_int),
+                    ("format", ctypes.c_int), ("sections", ctypes.c_int), ("seekable", ctypes.c_int)]
+    lib.sf_open.restype = ctypes.c_void_p
+    lib.sf_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(SF_INFO)]
+    lib.sf_write_short.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_short), ctypes.c_int64]
+    lib.sf_write_short.restype = ctypes.c_int64
+    lib.sf_close.argtypes = [ctypes.c_void_p]
+    fmt = {"flac": 0x170000 | 0x0002, "ogg": 0x200000 | 0x0060, "mp3": 0x230000 | 0x0082}[kind]  # sndfile.h
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "a." + kind)
+        info = SF_INFO(0, rate, 1, fmt, 0, 0)
+        f = lib.sf_open(path.encode(), 0x20, ctypes.byref(info))  # SFM_WRITE
+        if not f:
+            return None
+        lib.sf_write_short(f, (ctypes.c_short * len(samples))(*samples), len(samples))
+        lib.sf_close(f)
+        return readb(path)
+
+
 def multipart(fields, files, boundary="rnntd-test-boundary-7f3a"):
     """A multipart/form-data body: fields [(name, value)], files [(name, filename, bytes)]."""
     out = b""
@@ -113,6 +143,32 @@ class Audio(unittest.TestCase):
             # The same utterance's .npy features, under octet-stream too (told apart by magic).
             st, _, doc = self.post("/v1/transcribe", readb(path[:-4] + ".npy"), "application/octet-stream")
             self.assertEqual((st, doc["text"]), (200, self.ref[path]["text"]))
+
+    def test_formats_and_rates(self):
+        """FLAC gives the WAV's tokens exactly; Ogg Vorbis and MP3 (lossy) and a 44.1 kHz stereo WAV
+        (mixed and resampled) the same transcript; over both endpoints."""
+        path = SAMPLES[1]
+        x, rate = wav_samples(path)
+        text, ids = self.ref[path]["text"], [t["id"] for t in self.ref[path]["tokens"]]
+        bodies = []
+        for kind, ctype in (("flac", "audio/flac"), ("ogg", "audio/ogg"), ("mp3", "audio/mpeg")):
+            b = sndfile_encode(x, rate, kind)
+            if b is None:
+                self.skipTest("libsndfile cannot write %s here" % kind)
+            bodies.append((kind, ctype, b))
+        up = [x[min(len(x) - 1, i * 16000 // 44100)] for i in range(len(x) * 44100 // 16000)]
+        bodies.append(("44.1 kHz stereo", "audio/wav", wav_bytes([v for v in up for _ in (0, 1)], 44100, 2)))
+        for kind, ctype, b in bodies:
+            with self.subTest(kind=kind):
+                st, _, doc = self.post("/v1/transcribe", b, ctype)
+                self.assertEqual((st, doc.get("text")), (200, text), doc)
+                if kind == "flac":
+                    self.assertEqual([t["id"] for t in doc["tokens"]], ids)
+                st, _, doc = self.post("/v1/transcribe", b, "application/octet-stream")
+                self.assertEqual((st, doc.get("text")), (200, text), doc)
+                body, ct = multipart([], [("file", "a." + kind[:4], b)])
+                st, _, doc = self.post("/v1/audio/transcriptions", body, ct)
+                self.assertEqual((st, doc), (200, {"text": text}))
 
     def test_words_times_and_confidence(self):
         st, _, doc = self.post("/v1/transcribe", self.wavs[SAMPLES[2]], "audio/wav")
