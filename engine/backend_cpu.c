@@ -129,6 +129,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
         return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the decoder's buffers for %d utterances", n);
     dec_layout(m, n, s->dws, &x_rows, &XA, &h_rows, &c_rows, &gp_rows, &scratch);
     int act[n], upd[n], k[n];
+    float pk[n];
     const float *frow[n], *gp_of[n];
     for (;;) {
         int n_act = 0, n_upd = 0;
@@ -179,7 +180,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
             gp_of[i] = d[b]->gp;
         }
         double tj = now_s();
-        rnnt_cpu_joint_argmax(m, n_act, frow, gp_of, k, scratch);
+        rnnt_cpu_joint_argmax_prob(m, n_act, frow, gp_of, k, pk, scratch);
         *t_joint += now_s() - tj;
         for (int i = 0; i < n_act; i++) {
             rnnt_dec_state *ds = d[act[i]];
@@ -192,6 +193,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
             if (kb < m->vocab) {
                 ds->tokens[ds->n_tokens] = kb;
                 ds->frames[ds->n_tokens] = ds->t;
+                if (ds->probs) ds->probs[ds->n_tokens] = pk[i];
                 ds->n_tokens++;
                 ds->label = kb;
                 if (++ds->here == m->max_symbols) {
@@ -245,7 +247,8 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
     memset(p, 0, sizeof(float) * state_floats);
     rnnt_dec_state dec[n], *d[n];
     for (int b = 0; b < n; b++) {
-        dec[b] = (rnnt_dec_state){.label = m->vocab, .status = RNNT_OK, .tokens = out[b].tokens, .frames = out[b].frames};
+        dec[b] = (rnnt_dec_state){.label = m->vocab, .status = RNNT_OK, .tokens = out[b].tokens, .frames = out[b].frames,
+                                   .probs = out[b].probs};
         dec[b].pred_h = p;
         p += (size_t)m->n_pred * HpA;
         dec[b].pred_c = p;

@@ -83,7 +83,9 @@ static int print_result(const rnnt_model *m, const char *file, const rnnt_result
     for (int i = 0; i < res->n_tokens; i++)
         json_array_append_new(toks, json_pack("{s:i, s:s, s:i, s:f}", "id", res->tokens[i], "token", rnnt_model_token(m, res->tokens[i]),
                                               "frame", res->frames[i], "time_s", res->frames[i] * info->frame_shift_s));
-    for (int i = 0; i < nw; i++) json_array_append_new(words, json_pack("{s:s, s:f, s:f}", "word", w[i].text, "start", w[i].start_s, "end", w[i].end_s));
+    for (int i = 0; i < nw; i++)
+        json_array_append_new(words, json_pack("{s:s, s:f, s:f, s:o}", "word", w[i].text, "start", w[i].start_s, "end", w[i].end_s, "confidence",
+                                               w[i].confidence >= 0 ? json_real(w[i].confidence) : json_null()));
     rnnt_words_free(w, nw);
     json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:f, s:i, s:i, s:i}", "file", file, "text", res->text ? res->text : "", "words", words,
                           "tokens", toks, "duration_s", res->encoder_frames * info->frame_shift_s, "encoder_frames", res->encoder_frames,

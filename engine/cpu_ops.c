@@ -337,6 +337,12 @@ void rnnt_cpu_joint_logits(const struct rnnt_model *m, const float *fp_row, cons
 void rnnt_cpu_joint_argmax(const struct rnnt_model *m, int M, const float *const *fp_rows, const float *const *gp_rows, int *argmax,
                            float *scratch)
 {
+    rnnt_cpu_joint_argmax_prob(m, M, fp_rows, gp_rows, argmax, NULL, scratch);
+}
+
+void rnnt_cpu_joint_argmax_prob(const struct rnnt_model *m, int M, const float *const *fp_rows, const float *const *gp_rows,
+                                int *argmax, float *prob, float *scratch)
+{
     float *hidden = scratch, *logits = scratch + m->joint_dim;
     for (int r = 0; r < M; r++) {
         rnnt_cpu_joint_logits(m, fp_rows[r], gp_rows[r], logits, hidden);
@@ -349,5 +355,11 @@ void rnnt_cpu_joint_argmax(const struct rnnt_model *m, int M, const float *const
             if (logits[k] > logits[best]) best = k;
         }
         argmax[r] = best;
+        if (prob && best >= 0) {
+            /* In double: the sum of up to n_out terms each <= 1, so p is exact to float rounding. */
+            double sum = 0.0;
+            for (int k = 0; k < m->n_out; k++) sum += exp((double)logits[k] - (double)logits[best]);
+            prob[r] = (float)(1.0 / sum);
+        }
     }
 }

@@ -94,6 +94,10 @@ void rnnt_cpu_joint_logits(const struct rnnt_model *m, const float *fp_row, cons
  * index. Returns -1 for a pair whose outputs are not all finite. scratch: J + n_out floats. */
 void rnnt_cpu_joint_argmax(const struct rnnt_model *m, int M, const float *const *fp_rows,
                            const float *const *gp_rows, int *argmax, float *scratch);
+/* The same, and prob[i] (when prob is not NULL) = the softmax probability of the argmax,
+ * 1 / sum_k exp(logit_k - logit_max): n_out exps per pair, next to the J x n_out product. */
+void rnnt_cpu_joint_argmax_prob(const struct rnnt_model *m, int M, const float *const *fp_rows,
+                                const float *const *gp_rows, int *argmax, float *prob, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -137,6 +137,9 @@ typedef struct {
     int encoder_frames;   /* T_enc */
     int frames_skipped;   /* frames jumped over by big blanks (beyond the first of each skip) */
     int decode_steps;     /* joint evaluations */
+    float *probs;         /* per token: the joint's softmax probability of the emitted label at the
+                             evaluation that emitted it, in (0, 1]; NULL where the backend does not
+                             compute it (the CUDA backend so far) */
 } rnnt_result;
 
 typedef struct {

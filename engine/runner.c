@@ -215,6 +215,7 @@ void rnnt_result_clear(rnnt_result *res)
     if (!res) return;
     free(res->tokens);
     free(res->frames);
+    free(res->probs);
     free(res->text);
     memset(res, 0, sizeof *res);
 }
@@ -244,8 +245,11 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
         size_t cap = (size_t)rnnt_model_encoder_frames(m, inputs[b].frames) * m->max_symbols + 1;
         results[b].tokens = malloc(cap * sizeof(int));
         results[b].frames = malloc(cap * sizeof(int));
+        /* Only the CPU backend reports each label's probability (the CUDA decoder keeps no logits). */
+        if (r->ops == &rnnt_backend_cpu) results[b].probs = malloc(cap * sizeof(float));
         int injected = b == n - 1 && rnnt_fault_hit("engine_nomem");
-        if (!results[b].tokens || !results[b].frames || injected) {
+        if (!results[b].tokens || !results[b].frames || (r->ops == &rnnt_backend_cpu && !results[b].probs) ||
+            injected) {
             for (int i = 0; i <= b; i++) rnnt_result_clear(&results[i]);
             return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the results%s",
                                 injected ? " (injected fault engine_nomem)" : "");

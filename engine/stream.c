@@ -52,6 +52,7 @@ void rnnt_stream_free(rnnt_stream *s)
     if (!s) return;
     free(s->feats);
     free(s->dec.tokens);
+    free(s->dec.probs);
     free(s->dec.frames);
     free(s->arena);
     free(s);
@@ -129,6 +130,9 @@ rnnt_status rnnt_stream_reserve_tokens(rnnt_stream *s, size_t more)
     int *f = realloc(s->dec.frames, cap * sizeof(int));
     if (!f) return RNNT_ERR_NOMEM; /* tokens grew, tok_cap not: still consistent */
     s->dec.frames = f;
+    float *p = realloc(s->dec.probs, cap * sizeof(float));
+    if (!p) return RNNT_ERR_NOMEM;
+    s->dec.probs = p;
     s->tok_cap = (int)cap;
     return RNNT_OK;
 }
@@ -170,10 +174,12 @@ rnnt_status rnnt_stream_get_result(const rnnt_stream *s, rnnt_result *res, char 
     size_t n = (size_t)d->n_tokens;
     res->tokens = malloc((n + 1) * sizeof(int));
     res->frames = malloc((n + 1) * sizeof(int));
-    if (!res->tokens || !res->frames) goto nomem;
+    res->probs = malloc((n + 1) * sizeof(float));
+    if (!res->tokens || !res->frames || !res->probs) goto nomem;
     if (n) {
         memcpy(res->tokens, d->tokens, n * sizeof(int));
         memcpy(res->frames, d->frames, n * sizeof(int));
+        memcpy(res->probs, d->probs, n * sizeof(float));
     }
     res->n_tokens = d->n_tokens;
     res->status = d->status;

@@ -25,6 +25,7 @@ typedef struct {
                           symbol) at first, -1 when the predictor is up to date */
     rnnt_status status; /* RNNT_OK, or RNNT_ERR_NUMERIC: decoding stopped */
     int *tokens, *frames; /* room for every label the frames given to the decoder can produce */
+    float *probs;      /* the same room, or NULL: softmax probability of each emitted label */
     int n_tokens;
     int skipped;       /* sum of (d - 1) over the big blanks taken; the part of the last skip beyond
                           the last frame is taken off once the frame count is final */

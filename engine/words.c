@@ -1,4 +1,5 @@
 /* words.c — word timings from token frames and SRT / WebVTT documents (words.h). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,14 @@ static rnnt_status close_word(const rnnt_result *res, double shift, double total
         double e = (res->frames[last] + 1) * shift;
         o->end_s = e < total ? e : total;
         if (o->end_s < o->start_s) o->end_s = o->start_s;
+        o->confidence = -1.0;
+        if (res->probs) {
+            /* Geometric mean: a word is as sure as its tokens jointly are, per token, so that long and
+             * short words compare; one doubtful letter pulls it down more than an arithmetic mean. */
+            double lp = 0.0;
+            for (int i = *first; i <= last; i++) lp += log(res->probs[i] > 1e-30f ? (double)res->probs[i] : 1e-30);
+            o->confidence = exp(lp / o->n_tokens);
+        }
         (*nw)++;
     }
     *len = 0;

@@ -17,6 +17,8 @@ typedef struct {
     char *text;        /* UTF-8, NUL-terminated */
     double start_s, end_s;
     int first_token, n_tokens; /* the tokens of res->tokens it was made of */
+    double confidence; /* the geometric mean of its tokens' probabilities (res->probs), in (0, 1];
+                          -1 when the result has no probabilities (rnnt_result.probs NULL) */
 } rnnt_word;
 
 /* *words is malloc'd (NULL when there are none); release with rnnt_words_free. */

@@ -106,6 +106,10 @@ static const cfg_key g_keys[] = {
     INT("limits.max_pending_bytes", max_pending_bytes, 1 << 20, 1LL << 40, 1LL << 30, 1,
         "Request bodies and decoded features held in memory at once, over all requests; beyond it\n"
         "new requests get 503 with Retry-After."),
+    INT("limits.max_audio_s", max_audio_s, 1, 86400, 60, 1,
+        "Seconds of audio per request at most (audio bodies and /v1/audio/transcriptions files);\n"
+        "checked from the header before the body is decoded where the format says (WAV, FLAC),\n"
+        "while decoding otherwise; more gets 413. The features must also fit limits.max_frames."),
     ENUM("log.level", log_level, level_choices, LOG_INFO, 1, "error | warn | info | debug."),
     BOOL("log.requests", log_requests, 1, 1, "One line per request (id, status, sizes, durations)."),
     {NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL},

@@ -47,6 +47,7 @@ typedef struct {
     long long max_json_bytes;
     long long max_frames;
     long long max_pending_bytes;
+    long long max_audio_s;
     /* log */
     long long log_level; /* log_level */
     long long log_requests;

@@ -4,16 +4,22 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "audio.h"
+#include "audio_body.h"
 #include "body.h"
 #include "log.h"
 #include "metrics.h"
+#include "multipart.h"
 #include "reply.h"
+#include "transcriptions.h"
+#include "workq.h"
 
 #define RETRY_AFTER_S 1
 /* A request to an endpoint that takes no body is answered after its body is read and dropped (the
@@ -21,8 +27,12 @@
  * the connection closed. */
 #define HTTP_DROP_BODY_MAX (64 * 1024)
 
-typedef enum { PH_NEW = 0, PH_BODY, PH_QUEUED, PH_DONE, PH_REPLIED } req_phase;
-typedef enum { CT_NONE = 0, CT_JSON, CT_NPY } req_ctype;
+typedef enum { PH_NEW = 0, PH_BODY, PH_PREP, PH_PREPARED, PH_QUEUED, PH_DONE, PH_REPLIED } req_phase;
+/* CT_AUDIO: an audio type (audio_body.h); CT_OCTET: application/octet-stream, told apart by its magic bytes. */
+typedef enum { CT_NONE = 0, CT_JSON, CT_NPY, CT_AUDIO, CT_OCTET, CT_MULTIPART } req_ctype;
+
+/* Audio bodies are decoded and turned into features here, off the loop threads (audio_body.h). */
+static workq *g_prep;
 
 typedef struct {
     eng_job job; /* first member: the scheduler hands &job.sj back to job_done */
@@ -51,6 +61,17 @@ typedef struct {
     long long bytes_in;
     int frames;
     double audio_s;
+    /* Audio (PH_PREP on a g_prep thread, then PH_PREPARED back on the loop). */
+    workq_item prep;
+    const char *audio_data; /* inside body */
+    size_t audio_len;
+    char audio_name[80];
+    double prep_ms;
+    /* POST /v1/audio/transcriptions */
+    int oai;
+    char boundary[MP_BOUNDARY_MAX + 1];
+    mp_part *parts;
+    oai_request oreq;
 } http_req;
 
 /* ---- pending-bytes accounting ---- */
@@ -168,6 +189,7 @@ static void req_free(http_req *r)
     release(r, r->reserved);
     free(r->body);
     free(r->features);
+    free(r->parts);
     rnnt_result_clear(&r->job.result);
     if (r->engine) eng_unref(r->engine);
     if (r->counted_in_flight) atomic_fetch_sub(&r->s->in_flight, 1);
@@ -208,6 +230,46 @@ static json_t *health_json(srv *s)
     return doc;
 }
 
+/* KServe v2 / Triton names, thin aliases: /v2/health/live, /v2/health/ready, /v2/models/{name} (metadata)
+ * and /v2/models/{name}/ready; 404 for another model name or path. */
+static int serve_v2(http_req *r, const char *url)
+{
+    srv *s = r->s;
+    if (!strcmp(url, "/v2/health/live")) return send_json(r, 200, json_pack("{s:b}", "live", 1));
+    int model_ready = !strncmp(url, "/v2/models/", 11) && strlen(url) > 17 && !strcmp(url + strlen(url) - 6, "/ready");
+    if (!strcmp(url, "/v2/health/ready") || model_ready) {
+        eng *e = srv_engine(s);
+        if (model_ready) {
+            size_t n = strlen(url) - 11 - 6;
+            int same = e && strlen(eng_info(e)->name) == n && !strncmp(url + 11, eng_info(e)->name, n);
+            if (!same) {
+                if (e) eng_unref(e);
+                return send_error(r, 404, "model_not_found", 0, "no model of that name is loaded");
+            }
+        }
+        if (e) eng_unref(e);
+        if (atomic_load(&s->draining))
+            return send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
+        if (!atomic_load(&s->ready))
+            return send_error(r, 503, "not_ready", RETRY_AFTER_S, "the model is still loading");
+        return send_json(r, 200, json_pack("{s:b}", "ready", 1));
+    }
+    if (!strncmp(url, "/v2/models/", 11) && !strchr(url + 11, '/')) {
+        eng *e = srv_engine(s);
+        if (!e || strcmp(url + 11, eng_info(e)->name) != 0) {
+            if (e) eng_unref(e);
+            return send_error(r, 404, "model_not_found", 0, "no model of that name is loaded");
+        }
+        const rnnt_model_info *i = eng_info(e);
+        json_t *doc = json_pack("{s:s, s:[s], s:s, s:[{s:s, s:s, s:[i, i]}], s:[{s:s, s:s, s:[i]}]}", "name", i->name,
+                                "versions", "1", "platform", "rnntd", "inputs", "name", "features", "datatype", "FP32", "shape",
+                                -1, i->feature_dim, "outputs", "name", "text", "datatype", "BYTES", "shape", 1);
+        eng_unref(e);
+        return send_json(r, 200, doc);
+    }
+    return send_error(r, 404, "not_found", 0, "no such endpoint (KServe v2: /v2/health/live, /v2/health/ready, /v2/models/NAME, /v2/models/NAME/ready)");
+}
+
 static int serve_get(http_req *r, const char *url)
 {
     srv *s = r->s;
@@ -221,6 +283,7 @@ static int serve_get(http_req *r, const char *url)
         return send_json(r, 200, json_pack("{s:s}", "status", "ready"));
     }
     if (strcmp(url, "/health") == 0) return send_json(r, 200, health_json(s));
+    if (strncmp(url, "/v2/", 4) == 0) return serve_v2(r, url);
     /* /metrics */
     metrics_gauges g = {0};
     eng *e = srv_engine(s);
@@ -261,6 +324,9 @@ static req_ctype media_type(const char *ct)
     size_t n = strcspn(ct, "; \t");
     if (n == strlen("application/json") && strncasecmp(ct, "application/json", n) == 0) return CT_JSON;
     if (n == strlen("application/x-npy") && strncasecmp(ct, "application/x-npy", n) == 0) return CT_NPY;
+    if (n == strlen("application/octet-stream") && strncasecmp(ct, "application/octet-stream", n) == 0) return CT_OCTET;
+    if (n == strlen("multipart/form-data") && strncasecmp(ct, "multipart/form-data", n) == 0) return CT_MULTIPART;
+    if (audio_body_is_audio_type(ct)) return CT_AUDIO;
     return CT_NONE;
 }
 
@@ -347,9 +413,22 @@ static void begin_transcribe(http_req *r, const hp_request *req)
         send_err(r, &r->err, 0, NULL, 0);
         return;
     }
-    r->ct = media_type(hp_header_get(req, "Content-Type"));
-    if (r->ct == CT_NONE) {
-        send_error(r, 415, "unsupported_media_type", 0, "Content-Type must be application/json or application/x-npy");
+    const char *ctype = hp_header_get(req, "Content-Type");
+    r->ct = media_type(ctype);
+    if (r->oai) {
+        char why[160];
+        if (r->ct != CT_MULTIPART) {
+            send_error(r, 415, "unsupported_media_type", 0, "Content-Type must be multipart/form-data (with the audio in field 'file')");
+            return;
+        }
+        if (mp_boundary(ctype, r->boundary, why, sizeof why)) {
+            send_error(r, 400, "invalid_multipart", 0, "%s", why);
+            return;
+        }
+    } else if (r->ct == CT_NONE || r->ct == CT_MULTIPART) {
+        send_error(r, 415, "unsupported_media_type", 0,
+                   "Content-Type must be application/json, application/x-npy, an audio type (audio/wav, audio/flac, audio/mpeg, "
+                   "audio/ogg) or application/octet-stream; multipart/form-data goes to /v1/audio/transcriptions");
         return;
     }
     long long max_body = atomic_load(&s->max_body_bytes), max_json = atomic_load(&s->max_json_bytes);
@@ -465,11 +544,24 @@ static json_t *result_json(http_req *r, const rnnt_result *res, double queue_s, 
         }
     }
     double total_s = sched_now() - r->t0;
-    return json_pack("{s:s, s:s, s:s, s:o, s:f, s:i, s:i, s:{s:f, s:f, s:f}}", "id", r->id, "model",
-                     info->name, "text", res && res->text ? res->text : "", "tokens", toks,
-                     "duration_s", r->audio_s, "frames", r->frames, "batch_size", batch_size,
-                     "timings", "queue_ms", queue_s * 1e3, "compute_ms", compute_s * 1e3, "total_ms",
-                     total_s * 1e3);
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:f, s:i, s:i, s:{s:f, s:f, s:f}}", "id", r->id, "model",
+                            info->name, "text", res && res->text ? res->text : "", "tokens", toks,
+                            "duration_s", r->audio_s, "frames", r->frames, "batch_size", batch_size,
+                            "timings", "queue_ms", queue_s * 1e3, "compute_ms", compute_s * 1e3, "total_ms",
+                            total_s * 1e3);
+    if (doc && r->opts.timestamps && res) {
+        /* Words with start, end and confidence (transcriptions.h); with timestamps, as tokens' times. */
+        json_t *words = oai_words_json(m, res);
+        if (!words || json_object_set_new(doc, "words", words)) {
+            json_decref(doc);
+            return NULL;
+        }
+    }
+    if (doc && r->prep_ms > 0 && json_object_set_new(json_object_get(doc, "timings"), "audio_ms", json_real(r->prep_ms))) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 static void finish_transcribe(http_req *r)
@@ -484,6 +576,23 @@ static void finish_transcribe(http_req *r)
     switch (j->status) {
     case RNNT_OK:
         metrics_transcription(r->audio_s, queue_s, j->compute_s, r->bytes_in);
+        if (r->oai) {
+            char *text = NULL;
+            size_t len = 0;
+            const char *ctype = NULL;
+            srv_err e;
+            if (oai_render(&r->oreq, eng_model(r->engine), &j->result, r->audio_s, &text, &len, &ctype, &e)) {
+                send_err(r, &e, 0, NULL, 0);
+                return;
+            }
+            reply_opts o = {0};
+            o.request_id = r->id;
+            o.close = atomic_load(&r->s->draining);
+            r->status = 200;
+            r->phase = PH_REPLIED;
+            reply_text(r->conn, 200, ctype, text, len, &o);
+            return;
+        }
         send_json(r, 200, result_json(r, &j->result, queue_s, j->compute_s, j->sj.batch_size));
         return;
     case RNNT_ERR_NUMERIC:
@@ -499,38 +608,28 @@ static void finish_transcribe(http_req *r)
     }
 }
 
-/* The whole body is in: parse, validate, queue (the connection is suspended until job_done). */
-static void upload_complete(http_req *r)
+static void drop_body(http_req *r)
 {
-    srv *s = r->s;
-    const rnnt_model_info *info = eng_info(r->engine);
-    int dim = info->feature_dim, max_frames = eng_max_frames(r->engine);
-    body_feats f = {0};
-    srv_err e = {0};
-    int rc;
-    if (r->len == 0)
-        rc = (srv_err_set(&e, 400, "empty_body", "the request body is empty"), -1);
-    else if (r->ct == CT_JSON)
-        rc = body_parse_json(r->body, r->len, dim, max_frames, &f, &r->opts, &e);
-    else
-        rc = body_parse_npy(r->body, r->len, dim, max_frames, &f, &e);
     free(r->body);
     r->body = NULL;
     release(r, r->reserved);
     r->len = r->cap = 0;
-    if (rc) {
-        send_err(r, &e, e.status == 503 ? RETRY_AFTER_S : 0, NULL, 0);
-        return;
-    }
-    r->features = f.data;
-    r->frames = f.frames;
-    r->audio_s = (double)f.frames * info->hop_length / (info->sample_rate > 0 ? info->sample_rate : 1);
-    if (f.frames == 0) {
+    r->audio_data = NULL;
+    r->audio_len = 0;
+}
+
+/* Features are in r->features (r->frames of them): validate and queue (the connection is suspended
+ * until job_done). */
+static void submit_features(http_req *r)
+{
+    srv *s = r->s;
+    int dim = eng_info(r->engine)->feature_dim;
+    if (r->frames == 0) {
         /* Nothing to transcribe is the client's mistake, not an empty transcript. */
         send_error(r, 422, "empty_utterance", 0, "the utterance has no frames");
         return;
     }
-    size_t fbytes = (size_t)f.frames * (size_t)dim * sizeof(float);
+    size_t fbytes = (size_t)r->frames * (size_t)dim * sizeof(float);
     if (reserve(r, fbytes)) {
         metrics_reject_inc(REJECT_MEMORY);
         send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
@@ -538,8 +637,8 @@ static void upload_complete(http_req *r)
     }
     eng_job *j = &r->job;
     j->features = r->features;
-    j->frames = f.frames;
-    j->sj.frames = f.frames;
+    j->frames = r->frames;
+    j->sj.frames = r->frames;
     j->sj.batch_cap = eng_max_batch(r->engine);
     j->sj.group = r->engine;
     j->sj.done = job_done;
@@ -568,6 +667,126 @@ static void upload_complete(http_req *r)
     }
 }
 
+/* On a g_prep thread: decode r->audio_data and compute its features (CPU work proportional to the
+ * audio, kept off the loop). */
+static void prep_audio(workq_item *it)
+{
+    http_req *r = (http_req *)((char *)it - offsetof(http_req, prep));
+    double t0 = sched_now();
+    audio_body_limits lim = {(size_t)atomic_load(&r->s->max_body_bytes), (double)atomic_load(&r->s->max_audio_s),
+                             eng_max_frames(r->engine)};
+    body_feats f = {0};
+    if (audio_body_features(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->audio_s, &r->err) == 0) {
+        r->features = f.data;
+        r->frames = f.frames;
+    }
+    r->prep_ms = (sched_now() - t0) * 1e3;
+    r->phase = PH_PREPARED; /* published to the loop thread by tp_resume's lock */
+    tp_resume(r->conn);
+}
+
+/* Hands the audio at r->audio_data to g_prep; the connection waits suspended (counted, so a drain
+ * waits for it too). */
+static void start_audio(http_req *r)
+{
+    r->phase = PH_PREP;
+    r->counted_suspended = 1;
+    atomic_fetch_add(&r->s->suspended, 1);
+    tp_suspend(r->conn);
+    r->prep.run = prep_audio;
+    workq_submit(g_prep, &r->prep);
+}
+
+/* Back on the loop after prep_audio. */
+static void audio_prepared(http_req *r)
+{
+    uncount_suspended(r);
+    drop_body(r);
+    if (r->err.status) {
+        send_err(r, &r->err, r->err.status == 503 ? RETRY_AFTER_S : 0, NULL, 0);
+        return;
+    }
+    submit_features(r);
+}
+
+/* POST /v1/audio/transcriptions: the form, then its file as audio. */
+static void upload_complete_oai(http_req *r)
+{
+    char why[200];
+    int n = 0;
+    r->parts = calloc(OAI_MAX_PARTS, sizeof *r->parts);
+    if (!r->parts) {
+        send_error(r, 503, "out_of_memory", RETRY_AFTER_S, "no memory for the form");
+        return;
+    }
+    if (mp_parse(r->body, r->len, r->boundary, r->parts, OAI_MAX_PARTS, &n, why, sizeof why)) {
+        drop_body(r);
+        send_error(r, 400, "invalid_multipart", 0, "%s", why);
+        return;
+    }
+    srv_err e = {0};
+    if (oai_parse_form(r->parts, n, eng_info(r->engine)->name, &r->oreq, &e)) {
+        drop_body(r);
+        send_err(r, &e, 0, NULL, 0);
+        return;
+    }
+    r->audio_data = r->oreq.file->data;
+    r->audio_len = r->oreq.file->len;
+    snprintf(r->audio_name, sizeof r->audio_name, "file '%.64s'", r->oreq.file->has_filename ? r->oreq.file->filename : "file");
+    start_audio(r);
+}
+
+/* The whole body is in: parse, validate, queue (audio goes through g_prep first). */
+static void upload_complete(http_req *r)
+{
+    const rnnt_model_info *info = eng_info(r->engine);
+    int dim = info->feature_dim, max_frames = eng_max_frames(r->engine);
+    body_feats f = {0};
+    srv_err e = {0};
+    int rc;
+    if (r->len == 0) {
+        if (r->ct == CT_AUDIO) send_error(r, 422, "empty_utterance", 0, "the audio body is empty");
+        else send_error(r, 400, "empty_body", 0, "the request body is empty");
+        return;
+    }
+    if (r->oai) {
+        upload_complete_oai(r);
+        return;
+    }
+    req_ctype ct = r->ct;
+    if (ct == CT_OCTET) {
+        /* By its magic bytes: a .npy array or audio; anything else is not taken. */
+        if (rnnt_audio_is_npy(r->body, r->len)) ct = CT_NPY;
+        else if (rnnt_audio_sniff(r->body, r->len)) ct = CT_AUDIO;
+        else {
+            drop_body(r);
+            send_error(r, 415, "unsupported_media_type", 0,
+                       "application/octet-stream body is neither a .npy array nor audio this server reads (by its first bytes)");
+            return;
+        }
+    }
+    if (ct == CT_AUDIO) {
+        r->audio_data = r->body;
+        r->audio_len = r->len;
+        snprintf(r->audio_name, sizeof r->audio_name, "body");
+        start_audio(r);
+        return;
+    }
+    if (ct == CT_JSON)
+        rc = body_parse_json(r->body, r->len, dim, max_frames, &f, &r->opts, &e);
+    else
+        rc = body_parse_npy(r->body, r->len, dim, max_frames, &f, &e);
+    drop_body(r);
+    if (rc) {
+        send_err(r, &e, e.status == 503 ? RETRY_AFTER_S : 0, NULL, 0);
+        return;
+    }
+    r->features = f.data;
+    r->frames = f.frames;
+    r->audio_s = (double)f.frames * info->hop_length / (info->sample_rate > 0 ? info->sample_rate : 1);
+    submit_features(r);
+}
+
 /* ---- transport callbacks ---- */
 
 static void on_head(void *ctx, tp_conn *c, const hp_request *req)
@@ -581,21 +800,23 @@ static void on_head(void *ctx, tp_conn *c, const hp_request *req)
     tp_set_user(c, r);
     const char *url = req->path;
     int is_get = req->method_id == HP_GET || req->method_id == HP_HEAD;
-    if (strcmp(url, "/v1/transcribe") == 0) {
-        r->ep = EP_TRANSCRIBE;
+    r->oai = strcmp(url, "/v1/audio/transcriptions") == 0;
+    if (strcmp(url, "/v1/transcribe") == 0 || r->oai) {
+        r->ep = EP_TRANSCRIBE; /* both transcription endpoints count as "transcribe" in the metrics */
         r->counted_in_flight = 1;
         atomic_fetch_add(&s->in_flight, 1);
         /* Authentication first: without a token a client learns nothing, not even which methods exist. */
         if (check_auth(r, req)) return;
         if (req->method_id != HP_POST) {
-            srv_err_set(&r->early, 405, "method_not_allowed", "use POST for /v1/transcribe");
+            srv_err_set(&r->early, 405, "method_not_allowed", "use POST for %s", r->oai ? "/v1/audio/transcriptions" : "/v1/transcribe");
             r->early_allow = "POST";
         } else {
             begin_transcribe(r, req);
             return;
         }
-    } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready")) {
-        r->ep = EP_HEALTH;
+    } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready") ||
+               !strncmp(url, "/v2/", 4)) {
+        r->ep = EP_HEALTH; /* /v2/...: the KServe v2 / Triton health and model names (serve_v2) */
     } else if (!strcmp(url, "/metrics")) {
         r->ep = EP_METRICS;
     } else {
@@ -635,6 +856,7 @@ static void on_resume(void *ctx, tp_conn *c)
     (void)ctx;
     http_req *r = tp_user(c);
     if (r->phase == PH_DONE) finish_transcribe(r);
+    else if (r->phase == PH_PREPARED) audio_prepared(r);
 }
 
 /* The transport refused a request (malformed head or framing, a deadline, a connection over the
@@ -687,9 +909,9 @@ static void on_done(void *ctx, tp_conn *c, tp_outcome outcome)
         if (r->ep == EP_TRANSCRIBE && r->job.sj.batch_size > 0)
             log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
-                    "frames=%d audio_s=%.3f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
+                    "frames=%d audio_s=%.3f audio_ms=%.2f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
                     r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome_s, r->bytes_in,
-                    r->frames, r->audio_s, r->job.sj.batch_size,
+                    r->frames, r->audio_s, r->prep_ms, r->job.sj.batch_size,
                     (r->job.sj.t_start - r->job.sj.t_submit) * 1e3, r->job.compute_s * 1e3, total * 1e3, remote);
         else
             log_msg(lv,
@@ -714,6 +936,14 @@ int http_start(srv *s, char *err, size_t errlen)
     tc.head_timeout_s = s->c.head_timeout_s;
     tc.idle_timeout_s = s->c.connection_timeout_s;
     tc.body_timeout_s = &s->request_timeout_s;
+    if (!g_prep) {
+        /* Audio decoding threads: as many as engine workers (each audio second costs ~1-2 ms of CPU). */
+        int n = (int)s->c.workers;
+        if (workq_create(n < 1 ? 1 : n > 8 ? 8 : n, &g_prep)) {
+            snprintf(err, errlen, "cannot start the audio decoding threads");
+            return -1;
+        }
+    }
     if (tp_start(&tc, &h, s, &s->tp, err, errlen)) return -1;
     s->port = tp_port(s->tp);
     if (tp_max_connections(s->tp) < s->c.max_connections)
@@ -741,6 +971,10 @@ long long http_connections(srv *s)
 
 void http_stop(srv *s)
 {
+    /* First: an audio request still being decoded (a drain that timed out) resumes its connection
+     * while the transport still exists; workq_free runs what is queued and joins. */
+    workq_free(g_prep);
+    g_prep = NULL;
     tp_stop(s->tp);
     s->tp = NULL;
 }

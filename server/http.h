@@ -1,6 +1,9 @@
 /* http.h — the HTTP API on our own transport (transport.h: epoll loops, strict parsing, deadlines):
- *   POST /v1/transcribe   JSON or .npy features -> transcript (batched by the scheduler)
- *   GET  /health, /health/live, /health/ready, /metrics
+ *   POST /v1/transcribe   JSON or .npy features, or audio -> transcript (batched by the scheduler)
+ *   POST /v1/audio/transcriptions   OpenAI's form (multipart.h, transcriptions.h) -> transcript
+ *   GET  /health, /health/live, /health/ready, /metrics; KServe v2: /v2/health/{live,ready},
+ *        /v2/models/NAME[/ready]
+ * Audio is decoded and featurised on a small thread pool (workq.h, audio_body.h), not on a loop thread.
  * Per-request state is the transport's per-connection user pointer; bodies arrive piecewise and are
  * capped; a connection is suspended while its batch runs and resumed by the worker that finished it.
  * Thread-safety: the handlers run on the transport's loop threads and share only srv's atomics and

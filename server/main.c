@@ -84,7 +84,7 @@ static void usage(FILE *f)
             "  -m, --model DIR      override model.path\n"
             "  -b, --backend NAME   override model.backend (auto | cpu | cuda)\n"
             "      --precision P    override model.precision (fp16 | fp32)\n"
-            "      --check-config   check the configuration (and token file), print OK, exit\n"
+            "      --check-config   check the configuration, token file and model (it loads), print OK, exit\n"
             "      --print-config   print the effective configuration as YAML, exit\n"
             "  -V, --version        print the version, exit\n"
             "  -h, --help           this text\n"
@@ -119,6 +119,7 @@ static void apply_reloadable(srv *s, const cfg *c)
 {
     atomic_store(&s->max_body_bytes, c->max_body_bytes);
     atomic_store(&s->max_json_bytes, c->max_json_bytes);
+    atomic_store(&s->max_audio_s, c->max_audio_s);
     atomic_store(&s->max_pending_bytes, c->max_pending_bytes);
     atomic_store(&s->request_timeout_s, c->request_timeout_s);
     atomic_store(&s->log_requests, (int)c->log_requests);
@@ -423,7 +424,15 @@ int main(int argc, char **argv)
     }
     if (check) {
         auth_free(a);
-        printf("%s: OK\n", cl.config_path ? cl.config_path : "(defaults)");
+        /* The model too: its directory exists, parses and loads (weights, tokens, frontend block). */
+        rnnt_model *m = NULL;
+        if (rnnt_model_load(s->c.model_path, &m, err, sizeof err)) {
+            fprintf(stderr, "rnntd: model.path '%s': %s\n", s->c.model_path, err);
+            return 2;
+        }
+        printf("%s: OK (model %s loads from %s)\n", cl.config_path ? cl.config_path : "(defaults)",
+               rnnt_model_get_info(m)->name, s->c.model_path);
+        rnnt_model_free(m);
         return 0;
     }
 

@@ -33,6 +33,7 @@ typedef struct srv {
 
     /* Reloadable limits, read by the request handlers. */
     _Atomic long long max_body_bytes, max_json_bytes, max_pending_bytes, request_timeout_s;
+    _Atomic long long max_audio_s; /* limits.max_audio_s */
     _Atomic int log_requests;
 
     _Atomic long long reloads_ok, reloads_failed;

@@ -626,6 +626,10 @@ static void run_resumed(tp_loop *L)
         c->suspended = 0;
         c->st = C_HANDLER;
         s->h.on_resume(s->ctx, c);
+        if (!c->responded && c->suspended) { /* suspended again: another stage (audio decoded, now the batch) */
+            c->st = C_SUSPENDED;
+            continue;
+        }
         if (!c->responded) {
             conn_close(c, TP_ERROR);
             continue;

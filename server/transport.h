@@ -95,7 +95,8 @@ const char *tp_peer(tp_conn *c);
 int tp_respond(tp_conn *c, unsigned status, const char *extra_headers, const char *body, size_t len, int close);
 /* The handler will answer later, from on_resume after tp_resume. */
 void tp_suspend(tp_conn *c);
-/* From any thread, exactly once per tp_suspend: on_resume runs on the connection's loop. */
+/* From any thread, exactly once per tp_suspend: on_resume runs on the connection's loop, and may answer
+ * or call tp_suspend again (a request with two stages of work off the loop). */
 void tp_resume(tp_conn *c);
 
 #endif

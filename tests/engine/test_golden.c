@@ -51,6 +51,8 @@ static void expect_close(const char *what, const float *got, const float *want, 
     if (!(e <= TOL)) fail_msg("%s: relative error %.3g > %.0e", what, e, TOL);
 }
 
+static int probs_checked; /* labels whose probability was checked against the reference */
+
 static int check_case(const char *dir)
 {
     char path[8192], err[512], name[8192];
@@ -69,6 +71,10 @@ static int check_case(const char *dir)
     float **feats = calloc((size_t)n, sizeof *feats);
     int32_t **want_tok = calloc((size_t)n, sizeof *want_tok), **want_frm = calloc((size_t)n, sizeof *want_frm);
     int64_t *n_tok = calloc((size_t)n, sizeof *n_tok);
+    /* The reference's joint logits at the visited (t, u), kept to check each label's probability. */
+    int32_t **g_tu = calloc((size_t)n, sizeof *g_tu);
+    float **g_logits = calloc((size_t)n, sizeof *g_logits);
+    int64_t *g_rows = calloc((size_t)n, sizeof *g_rows);
     int labels = 0;
     for (int b = 0; b < n; b++) {
         int64_t T, F;
@@ -174,8 +180,9 @@ static int check_case(const char *dir)
         free(hidden);
         free(fp);
         free(gp);
-        free(tu);
-        free(wl);
+        g_tu[b] = tu;
+        g_logits[b] = wl;
+        g_rows[b] = rl;
         for (int l = 0; l < m->n_pred; l++) {
             free(hs[l]);
             free(cs[l]);
@@ -201,6 +208,23 @@ static int check_case(const char *dir)
             if (res[b].tokens[i] != want_tok[b][i] || res[b].frames[i] != want_frm[b][i])
                 fail_msg("%s utt%d token %d: (%d @ %d), reference (%d @ %d)", dir, b, i, res[b].tokens[i], res[b].frames[i], want_tok[b][i],
                          want_frm[b][i]);
+        /* Each label's probability: the reference's softmax (in double) at the (t, u) it was emitted
+         * at, where the golden file kept that step. */
+        assert_non_null(res[b].probs);
+        for (int i = 0; i < res[b].n_tokens; i++)
+            for (int64_t k = 0; k < g_rows[b]; k++) {
+                if (g_tu[b][2 * k] != res[b].frames[i] || g_tu[b][2 * k + 1] != i) continue;
+                const float *z = g_logits[b] + k * m->n_out;
+                double zmax = z[0], sum = 0.0;
+                for (int o = 1; o < m->n_out; o++) zmax = z[o] > zmax ? z[o] : zmax;
+                for (int o = 0; o < m->n_out; o++) sum += exp((double)z[o] - zmax);
+                double want = exp((double)z[res[b].tokens[i]] - zmax) / sum;
+                if (!(fabs(res[b].probs[i] - want) <= 1e-5 + 1e-4 * want))
+                    fail_msg("%s utt%d token %d: probability %.7g, reference %.7g", dir, b, i, res[b].probs[i], want);
+                probs_checked++;
+            }
+        free(g_tu[b]);
+        free(g_logits[b]);
         rnnt_result_clear(&res[b]);
         free(feats[b]);
         free(want_tok[b]);
@@ -212,6 +236,9 @@ static int check_case(const char *dir)
     free(want_tok);
     free(want_frm);
     free(n_tok);
+    free(g_tu);
+    free(g_logits);
+    free(g_rows);
     rnnt_runner_free(r);
     rnnt_st_close(&g);
     rnnt_model_free(m);
@@ -235,12 +262,15 @@ static void test_goldens(void **state)
         FILE *f = fopen(probe, "rb");
         if (!f) continue;
         fclose(f);
+        int before = probs_checked;
         int labels = check_case(dir);
-        printf("golden %s: %d labels decoded identically\n", e->d_name, labels);
+        printf("golden %s: %d labels decoded identically, %d label probabilities checked\n", e->d_name, labels,
+               probs_checked - before);
         assert_true(labels > 0);
         cases++;
     }
     closedir(d);
+    assert_true(probs_checked > 0);
     assert_true(cases >= 4);
 }
 

@@ -9,6 +9,5 @@ rnntd_fuzz_target(cfg fuzz_cfg.c LIBS rnntd_core)
 rnntd_fuzz_target(safetensors fuzz_safetensors.c LIBS rnnt_engine)
 rnntd_fuzz_target(model fuzz_model.c LIBS rnnt_engine)
 # The HTTP head parser and chunked decoder (server/http_parse.c), from the transport branch.
-if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/fuzz_http.c)
-  rnntd_fuzz_target(http fuzz_http.c LIBS rnntd_core)
-endif()
+rnntd_fuzz_target(http fuzz_http.c LIBS rnntd_core)
+rnntd_fuzz_target(multipart fuzz_multipart.c LIBS rnntd_core)

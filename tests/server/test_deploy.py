@@ -77,7 +77,8 @@ class Install(unittest.TestCase):
             self.assertIn("ExecStart=/opt/rnntd/bin/rnntd --config /etc/rnntd/rnntd.yaml", unit)
             # The staged binary accepts the staged config and serves the staged model.
             staged = os.path.join(root, "opt/rnntd/bin/rnntd")
-            r = subprocess.run([staged, "--check-config", "--config", os.path.join(root, "etc/rnntd/rnntd.yaml")],
+            r = subprocess.run([staged, "--check-config", "--config", os.path.join(root, "etc/rnntd/rnntd.yaml"),
+                                "--model", os.path.join(root, "opt/rnntd/share/rnntd/model")],
                                capture_output=True, text=True, timeout=30 * SLOW)
             self.assertEqual(r.returncode, 0, r.stderr)
             # A second run keeps an edited configuration.

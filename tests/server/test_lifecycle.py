@@ -56,8 +56,19 @@ class ConfigAndFlags(unittest.TestCase):
                 self.assertNotIn("listening", r.stderr)
 
     def test_shipped_config_and_flags(self):
-        r = run(["--check-config", "--config", CONF])
-        self.assertEqual((r.returncode, r.stdout), (0, CONF + ": OK\n"), r.stderr)
+        # --check-config loads the model too: the shipped config's path is the installed one.
+        r = run(["--check-config", "--config", CONF, "--model", MODEL])
+        self.assertEqual((r.returncode, r.stdout), (0, CONF + ": OK (model %s loads from " % model_info(MODEL)["name"] + MODEL + ")\n"), r.stderr)
+        r = run(["--check-config", "--config", CONF, "--model", os.path.join(self.tmp, "nomodel")])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("rnntd: model.path '" + os.path.join(self.tmp, "nomodel") + "': ", r.stderr)
+        bad = os.path.join(self.tmp, "badmodel")
+        os.makedirs(bad)
+        with open(os.path.join(bad, "model.yaml"), "w") as f:
+            f.write("name: x\n")
+        r = run(["--check-config", "--config", CONF, "--model", bad])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("rnntd: model.path '" + bad + "': ", r.stderr)
         r = run(["--print-config"])
         with open(CONF) as f:
             self.assertEqual(r.stdout, f.read())

@@ -1,0 +1,75 @@
+/* audio_body.c — audio bodies to features (audio_body.h). */
+#include "audio_body.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "audio.h"
+
+int audio_body_is_audio_type(const char *ct)
+{
+    static const char *const types[] = {"audio/wav",  "audio/x-wav", "audio/wave", "audio/vnd.wave", "audio/flac",
+                                        "audio/x-flac", "audio/mpeg", "audio/mp3",  "audio/ogg",      "audio/opus", NULL};
+    if (!ct) return 0;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    size_t n = strcspn(ct, "; \t");
+    for (int i = 0; types[i]; i++)
+        if (n == strlen(types[i]) && strncasecmp(ct, types[i], n) == 0) return 1;
+    return 0;
+}
+
+int audio_body_features(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
+                        body_feats *out, double *audio_s, srv_err *e)
+{
+    const rnnt_model_info *info = rnnt_model_get_info(m);
+    out->data = NULL;
+    out->frames = 0;
+    *audio_s = 0;
+    if (len == 0) {
+        srv_err_set(e, 422, "empty_utterance", "%s: empty: no audio", name);
+        return -1;
+    }
+    if (!rnnt_audio_sniff(data, len)) {
+        srv_err_set(e, 415, "unsupported_audio",
+                    "%s: not audio this server reads (by its first bytes: WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF, AU, CAF, W64, RF64)", name);
+        return -1;
+    }
+    rnnt_audio_limits al = {lim->max_bytes, lim->max_audio_s, 0};
+    float *x = NULL;
+    size_t n = 0;
+    char msg[200];
+    rnnt_status st = rnnt_audio_decode(name, data, len, info->sample_rate, &al, &x, &n, NULL, msg, sizeof msg);
+    switch (st) {
+    case RNNT_OK: break;
+    case RNNT_ERR_TOO_LARGE:
+        if (strstr(msg, " s of audio")) srv_err_set(e, 413, "audio_too_long", "%s (limits.max_audio_s)", msg);
+        else srv_err_set(e, 413, "payload_too_large", "%s", msg);
+        return -1;
+    case RNNT_ERR_INVALID: srv_err_set(e, 422, "empty_utterance", "%s", msg); return -1;
+    case RNNT_ERR_NOMEM: srv_err_set(e, 503, "out_of_memory", "%s", msg); return -1;
+    default: srv_err_set(e, 400, "invalid_audio", "%s", msg); return -1;
+    }
+    *audio_s = (double)n / info->sample_rate;
+    rnnt_frontend *fe = NULL;
+    st = rnnt_frontend_create(m, &fe, msg, sizeof msg);
+    if (st == RNNT_OK)
+        st = rnnt_frontend_compute_f32(fe, x, n, lim->max_frames, &out->data, &out->frames, msg, sizeof msg);
+    rnnt_frontend_free(fe);
+    free(x);
+    switch (st) {
+    case RNNT_OK: break;
+    case RNNT_ERR_TOO_LARGE:
+        srv_err_set(e, 413, "too_many_frames", "%s: %.1f s of audio is more than limits.max_frames = %d frames", name, *audio_s,
+                    lim->max_frames);
+        return -1;
+    case RNNT_ERR_NOMEM: srv_err_set(e, 503, "out_of_memory", "%s", msg); return -1;
+    case RNNT_ERR_INVALID: srv_err_set(e, 400, "invalid_audio", "%s: %s", name, msg); return -1;
+    default: srv_err_set(e, 500, "internal", "frontend: %s", msg); return -1;
+    }
+    if (out->frames == 0) {
+        srv_err_set(e, 422, "empty_utterance", "%s: %.4f s of audio is shorter than one feature frame", name, *audio_s);
+        return -1;
+    }
+    return 0;
+}
