@@ -104,7 +104,7 @@ def unpack_engines(src, work):
 def available_voices(root, neural_home, split):
     """{engine: sorted voice list} of the voices of `split` that this engine root (and neural_home) holds."""
     ed = os.path.join(root, "usr/lib/x86_64-linux-gnu/espeak-ng-data")
-    fv = os.path.join(root, "usr/share/festival/voices/english")
+    fvs = [os.path.join(root, "usr/share/festival/voices", lang) for lang in ("english", "us")]
     out = {}
     for engine, table in VOICES.items():
         vs = []
@@ -120,8 +120,8 @@ def available_voices(root, neural_home, split):
             elif engine == "flite":
                 vs.append(v)
             elif engine == "festival":
-                d = os.path.join(fv, v)
-                if os.path.isdir(d) and (not v.endswith("_mbrola") or
+                d = next((os.path.join(f, v) for f in fvs if os.path.isdir(os.path.join(f, v))), "")
+                if d and (not v.endswith("_mbrola") or
                                          os.path.exists(os.path.join(d, v[:3], v[:3]))):
                     vs.append(v)
             elif engine == "hibari":
