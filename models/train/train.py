@@ -53,11 +53,16 @@ def log(out, rec):
 RUNNING = []   # the background synthesiser, to stop it (and its worker pool) when training ends
 
 
-def synth(args, sentences, out, seed, start, count, aug, jobs, in_order=False, nice=0):
+def synth(args, sentences, out, seed, start, count, aug, jobs, in_order=False, nice=0, phonemes="hibari.jsonl.xz"):
     cmd = ([] if not nice else ["nice", "-n", str(nice)]) + [
         sys.executable, SYNTH, "--engines", args.engines, "--work", args.work, "--sentences", sentences,
         "--out", out, "--seed", str(seed), "--start", str(start), "--count", str(count), "--aug", str(aug),
         "--jobs", str(jobs)] + (["--in-order"] if in_order else [])
+    if args.neural:
+        cmd += ["--neural", args.neural]
+        phon = os.path.join(args.text, phonemes)     # hibari's phonemised sentences of this split
+        if os.path.exists(phon):
+            cmd += ["--phonemes", phon]
     p = subprocess.Popen(cmd, start_new_session=True)
     RUNNING.append(p)
     if p.wait() != 0:
@@ -136,10 +141,22 @@ def main():
     ap.add_argument("--shards", type=int, default=0, help="override the config's shard count")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--neural", default=None,
+                    help="the neural voices' packages for synth.py (a folder, or a .tar.xz unpacked into --work)")
+    ap.add_argument("--name", default="en-char-small", help="the exported model's name")
     a = ap.parse_args()
     a.engines, a.work, a.text = os.path.abspath(a.engines), os.path.abspath(a.work), os.path.abspath(a.text)
     os.makedirs(a.work, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
+    if a.neural and a.neural.endswith(".tar.xz"):
+        import tarfile
+        dest = os.path.join(a.work, "neural")
+        if not os.path.isdir(dest):
+            with tarfile.open(a.neural) as t:
+                t.extractall(dest)
+        a.neural = dest
+    elif a.neural:
+        a.neural = os.path.abspath(a.neural)
     cfg = load_config(a.model)
     tc = json.load(open(a.config))
     for k in ("max_frames", "max_cells", "shards"):
@@ -165,13 +182,18 @@ def main():
 
     # -- corpus: dev set first (fixed for every piece), then training shards in the background
     dev_dir = os.path.join(a.work, "dev")
-    synth(a, os.path.join(a.text, "dev.txt"), dev_dir, 1000, 0, tc["dev_utts"], 0.5, a.jobs + 1, in_order=True)
+    synth(a, os.path.join(a.text, "dev.txt"), dev_dir, 1000, 0, tc["dev_utts"], 0.5, a.jobs + 1, in_order=True,
+          phonemes="hibari-dev.jsonl.xz")
     stop = threading.Event()
     worker = threading.Thread(target=shard_worker, args=(a, tc, stop), daemon=True)
     worker.start()
     dev_pool = FeaturePool(cfg.frontend, dev, max_seconds=30.0)
     dev_pool.add_manifest(os.path.join(dev_dir, "manifest.jsonl"))
-    pool = FeaturePool(cfg.frontend, dev, max_seconds=tc["max_seconds"])
+    pool = FeaturePool(cfg.frontend, dev, max_seconds=tc["max_seconds"], vtlp=tc.get("vtlp", True))
+    if ck:
+        # the resumed model on this piece's dev set: the figure the piece must beat
+        res, _ = evaluate(model, dev_pool)
+        log(a.out, dict(res, step=step0, event="dev_start"))
     loaded = set()
 
     def take_new_shards(block):
@@ -262,7 +284,7 @@ def main():
         for ref, hyp in pairs:
             f.write(json.dumps({"ref": ref, "hyp": hyp}) + "\n")
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
-    cfg.name = "en-char-small"
+    cfg.name = a.name
     export_state_dict(cfg, sd, TOKENS, os.path.join(a.out, "model"), dtype="F16")
     log(a.out, {"event": "end", "step": step, "hours_seen": round(sum(r["duration"] for r in pool.meta) / 3600, 2),
                 "pool_utts": len(pool)})

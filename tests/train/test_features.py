@@ -11,7 +11,7 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "models", "train"))
 sys.path.insert(0, os.path.join(ROOT, "models"))
-from features import LogMel, mel_filterbank  # noqa: E402
+from features import LogMel, mel_filterbank, warp_spectrum  # noqa: E402
 from rnntd_ref.config import FrontendConfig  # noqa: E402
 
 FE = FrontendConfig(preemphasis=0.97, dither=0.0, window="hann", win_length=400, hop_length=160, n_fft=512,
@@ -85,6 +85,30 @@ class TestFeatures(unittest.TestCase):
         self.assertEqual(ref.shape[0], 97)
         # torchaudio builds its filterbank in float32: agreement to ~1e-6 relative is all it can give
         torch.testing.assert_close(ours[:97], ref, rtol=1e-4, atol=1e-4)
+
+
+class TestVTLP(unittest.TestCase):
+    def test_warp_moves_a_peak_by_the_factor(self):
+        K = 257
+        spec = torch.zeros(3, 4, K, dtype=torch.float64)
+        spec[:, :, 100] = 1.0
+        out = warp_spectrum(spec, torch.tensor([1.0, 1.1, 0.9], dtype=torch.float64))
+        torch.testing.assert_close(out[0], spec[0])                          # 1.0: unchanged
+        self.assertEqual(int(out[1, 0].argmax()), 110)                       # f -> 1.1 f
+        self.assertIn(int(out[2, 0].argmax()), (89, 90))                     # f -> 0.9 f
+        self.assertTrue(torch.equal(out[1, 0], out[1, 3]))                   # the same warp in every frame
+
+    def test_logmel_batch_with_warp(self):
+        fe = type("FE", (), dict(center=False, window="hann", win_length=400, hop_length=160, n_fft=512,
+                                 sample_rate=16000, n_mels=80, f_min=0.0, f_max=8000.0, mel_scale="slaney",
+                                 mel_norm="slaney", preemphasis=0.97, dither=0.0, power=2.0, log_floor=1e-10))
+        lm = LogMel(fe)
+        t = torch.arange(16000) / 16000.0
+        x = torch.stack([torch.sin(2 * math.pi * 1000 * t)] * 2).float() * 0.5
+        f, _ = lm.batch(x, torch.tensor([16000, 16000]), warp=torch.tensor([1.0, 1.2]))
+        f0, _ = lm.batch(x, torch.tensor([16000, 16000]))
+        torch.testing.assert_close(f[0], f0[0])
+        self.assertGreater(int(f[1, 10].argmax()), int(f0[1, 10].argmax()))   # the tone moved up
 
 
 if __name__ == "__main__":

@@ -56,9 +56,9 @@ class TestShippedModel(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "ckpt.pt")
             subprocess.run([sys.executable, os.path.join(ROOT, "models", "train", "ckpt_from_model.py"), MODEL,
-                            "--step", "3487", "--pieces", "1", "2", "3", "--out", out], check=True, capture_output=True)
+                            "--step", "9183", "--pieces", "1", "2", "3", "4", "5", "6", "--out", out], check=True, capture_output=True)
             ck = torch.load(out)
-        self.assertEqual((ck["step"], ck["pieces"]), (3487, [1, 2, 3]))
+        self.assertEqual((ck["step"], ck["pieces"]), (9183, [1, 2, 3, 4, 5, 6]))
         self.assertEqual({v.dtype for v in ck["model"].values()}, {torch.float16})   # F16 export: exact
         tm = TrainModel(self.model.cfg)
         tm.load_state_dict(ck["model"])                                             # as train.py --resume
