@@ -204,7 +204,7 @@ n=$1
 [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "N must be a positive number, not '$n'"
 [ -x "$BIN" ] || die "$BIN is not built (cmake -S . -B build && cmake --build build)"
 command -v "$NGINX_BIN" >/dev/null || die "no nginx (deploy/install-deps.sh installs Debian's)"
-"$BIN" --check-config --config "$CONFIG" >/dev/null
+"$BIN" --check-config --config "$CONFIG" --model "$MODEL" >/dev/null
 if [ -z "$dir" ]; then dir=$(mktemp -d "${TMPDIR:-/tmp}/rnntd-cluster.XXXXXX"); fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd -P)

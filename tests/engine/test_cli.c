@@ -134,14 +134,14 @@ static void test_audio_and_formats(void **state)
 {
     char model[1024], wav[1200], npy[1200], cmd[8192];
     snprintf(model, sizeof model, "%s/../../models/en-char-small", tu_data_dir());
-    snprintf(wav, sizeof wav, "%s/samples/02-espeak-en-us-m3.wav", model);
-    snprintf(npy, sizeof npy, "%s/samples/02-espeak-en-us-m3.npy", model);
+    snprintf(wav, sizeof wav, "%s/samples/02-espeak-en-gb-x-rp-klatt.wav", model);
+    snprintf(npy, sizeof npy, "%s/samples/02-espeak-en-gb-x-rp-klatt.npy", model);
     static char out2[1 << 16];
     snprintf(cmd, sizeof cmd, "%s --model %s %s", cli(), model, npy);
     assert_int_equal(run(cmd, out2, sizeof out2), 0);
     const char *want = strchr(out2, '\t');
     assert_non_null(want);
-    assert_string_equal(want + 1, "for your work shall be rewarded\n");
+    assert_string_equal(want + 1, "for we are saved by hope\n");
     snprintf(cmd, sizeof cmd, "%s --model %s %s", cli(), model, wav);
     assert_int_equal(run(cmd, out, sizeof out), 0);
     assert_non_null(strchr(out, '\t'));
@@ -183,7 +183,7 @@ static void test_audio_and_formats(void **state)
     snprintf(cmd, sizeof cmd, "%s --model %s %s %s", cli(), model, trunc, path);
     assert_int_equal(run(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "truncated.wav: cannot decode as wav"));
-    assert_non_null(strstr(out, "stereo.wav\tfor your work shall be rewarded"));
+    assert_non_null(strstr(out, "stereo.wav\tfor we are saved by hope"));
     /* JSON: words with start <= end, in order, spelling the text */
     snprintf(cmd, sizeof cmd, "%s --model %s --format json %s", cli(), model, wav);
     assert_int_equal(run(cmd, out, sizeof out), 0);
@@ -210,11 +210,11 @@ static void test_audio_and_formats(void **state)
     /* SRT and WebVTT */
     snprintf(cmd, sizeof cmd, "%s --model %s --format srt %s", cli(), model, wav);
     assert_int_equal(run(cmd, out, sizeof out), 0);
-    if (strncmp(out, "1\n00:00:0", 9) || !strstr(out, ",") || !strstr(out, " --> 00:00:0") || !strstr(out, "\nfor your work shall be rewarded\n"))
+    if (strncmp(out, "1\n00:00:0", 9) || !strstr(out, ",") || !strstr(out, " --> 00:00:0") || !strstr(out, "\nfor we are saved by hope\n"))
         fail_msg("SRT:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s --model %s --format vtt %s %s", cli(), model, wav, npy);
     assert_int_equal(run(cmd, out, sizeof out), 0);
-    if (!strstr(out, "==> ") || !strstr(out, "<==\nWEBVTT\n\n00:00:0") || !strstr(out, ".") || !strstr(out, "\nfor your work shall be rewarded\n"))
+    if (!strstr(out, "==> ") || !strstr(out, "<==\nWEBVTT\n\n00:00:0") || !strstr(out, ".") || !strstr(out, "\nfor we are saved by hope\n"))
         fail_msg("VTT:\n%s", out);
     snprintf(cmd, sizeof cmd, "%s --model %s --format xml %s", cli(), model, wav);
     assert_int_equal(run(cmd, out, sizeof out), 2);

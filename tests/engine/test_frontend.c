@@ -174,7 +174,7 @@ static void test_shipped_samples(void **state)
     p.max_frames = 2000;
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
-    static const char *const names[] = {"01-flite-kal16", "02-espeak-en-us-m3", "03-festival-kal-diphone", "04-flite-rms"};
+    static const char *const names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone", "04-flite-rms"};
     for (int i = 0; i < 4; i++) {
         float *x, *feats;
         size_t n;

@@ -285,7 +285,7 @@ static rnnt_model *load_shipped(void)
 static void test_shipped_model(void **state)
 {
     rnnt_model *m = load_shipped();
-    static const char *names[] = {"01-flite-kal16", "02-espeak-en-us-m3", "03-festival-kal-diphone", "04-flite-rms"};
+    static const char *names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone", "04-flite-rms"};
     rnnt_npy a[4];
     utt u[4];
     for (int i = 0; i < 4; i++) {
