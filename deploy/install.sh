@@ -13,7 +13,8 @@
 # Puts: PREFIX/bin/rnntd, PREFIX/share/rnntd/{openapi.yaml,rnntd.yaml,model/},
 #       /etc/rnntd/rnntd.yaml (only when absent: an edited configuration is never overwritten),
 #       /etc/systemd/system/rnntd.service. Then creates the system user rnntd, reloads systemd and
-#       enables the service (start it with: systemctl start rnntd).
+#       enables the service (start it with: systemctl start rnntd). On a host whose PID 1 is not systemd
+#       (a container, a chroot) it says so, installs the same files and the user, and enables nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +39,14 @@ if [ -n "$model" ]; then
   for f in model.yaml weights.safetensors tokens.txt; do
     [ -f "$model/$f" ] || { echo "install.sh: $model has no $f" >&2; exit 1; }
   done
+fi
+# systemd is running as PID 1 exactly when /run/systemd/system exists (sd_booted(3)); checked before
+# anything is changed, so such a host gets a whole installation without the systemctl steps.
+booted=1
+if [ "$systemd" = 1 ] && [ ! -d /run/systemd/system ]; then
+  booted=0
+  echo "install.sh: PID 1 is $(ps -o comm= -p 1 2>/dev/null || echo 'not systemd'), not systemd (a container or chroot?):" \
+       "installing without enabling the service" >&2
 fi
 if [ "$systemd" = 1 ] && [ "$(id -u)" != 0 ]; then
   echo "install.sh: run as root (or use --destdir DIR / --no-systemd)" >&2
@@ -79,8 +88,13 @@ if [ "$systemd" = 1 ]; then
       --user-group rnntd
     echo "created the system user rnntd"
   fi
-  systemctl daemon-reload
-  systemctl enable rnntd.service
-  echo "enabled rnntd.service; start it with: systemctl start rnntd"
+  if [ "$booted" = 1 ]; then
+    systemctl daemon-reload
+    systemctl enable rnntd.service
+    echo "enabled rnntd.service; start it with: systemctl start rnntd"
+  else
+    echo "installed $unitdir/rnntd.service but did not enable it (no systemd here); run the daemon by hand:"
+    echo "  runuser -u rnntd -- $prefix/bin/rnntd --config /etc/rnntd/rnntd.yaml"
+  fi
 fi
 echo "rnntd installed under ${root:-/}${prefix}"

@@ -6,6 +6,8 @@
 
 #include "model.h"
 
+struct rnnt_stream;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,9 +23,19 @@ typedef struct rnnt_backend_ops {
      * decode_steps and status of each result (tokens/frames arrays are preallocated). */
     rnnt_status (*decode)(void *state, int n, const rnnt_input *in, rnnt_result *out,
                           rnnt_timing *timing, char *err, size_t errlen);
+    /* Advance n distinct streams of this model by the input each has (at most max_frames frames of
+     * each), decoding every encoder frame that exists (stream.h). NULL: the backend has no streams.
+     * On an error no stream has changed. Last member, so positional initialisers may leave it out. */
+    rnnt_status (*advance)(void *state, int n, struct rnnt_stream *const *streams, rnnt_timing *timing,
+                           char *err, size_t errlen);
 } rnnt_backend_ops;
 
+/* The model, backend and backend state behind a runner (runner.c), for the stream calls (stream.c). */
+void rnnt_runner_backend(const rnnt_runner *r, const struct rnnt_model **m, const rnnt_backend_ops **ops, void **state);
+
 extern const rnnt_backend_ops rnnt_backend_cpu;
+/* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
+void rnnt_cpu_trim(void *state);
 #ifdef RNNT_WITH_CUDA
 extern const rnnt_backend_ops rnnt_backend_cuda;
 int rnnt_cuda_device_count(void);

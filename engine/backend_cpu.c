@@ -1,18 +1,28 @@
-/* backend_cpu.c — the CPU backend: batched encoder, then greedy multi-blank decoding of the whole batch
- * with a per-utterance frame index (FORMAT.md, stage 6). Each step evaluates the joint for every
- * utterance still running and advances the predictor only for those that emitted a label. */
+/* backend_cpu.c — the CPU backend, in two stages that whole utterances and streams share:
+ *   encoder  whole utterances: rnnt_cpu_encode_batch (cpu_ops.c); a chunk of each stream:
+ *            cpu_encode_chunk, which carries each layer's state and the frame/time-stacking
+ *            remainders between calls; both run every layer through rnnt_cpu_lstm_layer_batch;
+ *   decoder  cpu_decode_frames: greedy multi-blank decoding (FORMAT.md, stage 6) of every utterance
+ *            over the encoder frames that exist, from its rnnt_dec_state (stream.h). Each step
+ *            evaluates the joint for every utterance still inside its frames and advances the
+ *            predictor only for those that emitted a label, just before their next evaluation.
+ * Every product whose rows are frames or utterances runs through the row kernel (cpu_rows.c), so an
+ * utterance's tokens depend neither on its batch nor on how its input was split into chunks. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "stream.h"
 
 typedef struct {
     const struct rnnt_model *m;
     rnnt_runner_params p;
     float *ws;       /* grows to the largest batch seen, bounded by max_batch x max_frames */
     size_t ws_cap;
+    float *dws;      /* the decoder's step buffers */
+    size_t dws_cap;
 } cpu_state;
 
 static double now_s(void)
@@ -37,169 +47,230 @@ static void cpu_destroy(void *state)
     cpu_state *s = state;
     if (!s) return;
     free(s->ws);
+    free(s->dws);
     free(s);
 }
 
 static const char *cpu_device_name(void *state) { return "cpu"; }
 
-static float *ws_get(cpu_state *s, size_t floats)
+static float *grow(float **buf, size_t *cap, size_t floats)
 {
-    if (floats > s->ws_cap) {
-        float *p = realloc(s->ws, floats * sizeof(float));
+    if (floats > *cap) {
+        float *p = realloc(*buf, floats * sizeof(float));
         if (!p) return NULL;
-        s->ws = p;
-        s->ws_cap = floats;
+        *buf = p;
+        *cap = floats;
     }
-    return s->ws;
+    return *buf;
 }
 
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err, size_t errlen)
+/* Pieces of a workspace, 64-byte aligned; with base == NULL only the size is counted. */
+static float *carve(float *base, size_t *off, size_t count)
 {
-    cpu_state *s = state;
-    const struct rnnt_model *m = s->m;
-    const int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden, E = m->embed_dim;
-    int Hpmax = 0;
+    float *p = base ? base + *off : NULL;
+    *off += align16(count);
+    return p;
+}
+
+static int pred_hidden_max(const struct rnnt_model *m)
+{
+    int H = 0;
     for (int l = 0; l < m->n_pred; l++)
-        if (m->pred[l].hidden > Hpmax) Hpmax = m->pred[l].hidden;
-    double t0 = now_s(), t_enc = 0, t_pred = 0, t_joint = 0;
+        if (m->pred[l].hidden > H) H = m->pred[l].hidden;
+    return H;
+}
 
-    /* Workspace: encoder scratch | per utterance f, fp | predictor state h,c per layer, gp | step buffers. */
-    int frames[n], T[n];
-    size_t enc_floats = 0;
-    for (int b = 0; b < n; b++) {
-        frames[b] = in[b].frames;
-        T[b] = rnnt_model_encoder_frames(m, in[b].frames);
-        enc_floats += align16((size_t)T[b] * He) + align16((size_t)T[b] * J);
-    }
-    size_t scratch_floats = rnnt_cpu_encoder_scratch_batch(m, n, frames);
-    size_t state_floats = 2 * (size_t)m->n_pred * n * align16((size_t)Hpmax) + (size_t)n * align16((size_t)J);
-    size_t step_floats = (size_t)n * align16((size_t)(E > Hpmax ? E : Hpmax)) * 2 + (size_t)n * align16((size_t)J) +
-                         2 * (size_t)m->n_pred * n * align16((size_t)Hpmax) + (size_t)n * 4 * Hpmax +
-                         (size_t)m->joint_dim + (size_t)m->n_out + 64;
-    float *ws = ws_get(s, scratch_floats + enc_floats + state_floats + step_floats);
-    if (!ws) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the CPU workspace for %d utterances", n);
-    float *scratch = ws, *p = ws + scratch_floats;
-    float *f[n], *fp[n];
-    for (int b = 0; b < n; b++) {
-        f[b] = p;
-        p += align16((size_t)T[b] * He);
-        fp[b] = p;
-        p += align16((size_t)T[b] * J);
-    }
-    /* Predictor state of utterance b, layer l: h at hs + (l*n + b)*HpA. */
-    size_t HpA = align16((size_t)Hpmax);
-    float *hs = p, *cs = p + (size_t)m->n_pred * n * HpA;
-    p = cs + (size_t)m->n_pred * n * HpA;
-    float *gp = p; /* [n, J] current predictor projection per utterance */
-    p += (size_t)n * align16((size_t)J);
-    /* Step buffers (compact rows of the utterances being updated). */
-    size_t XA = align16((size_t)(E > Hpmax ? E : Hpmax));
-    float *x_rows = p;
-    p += 2 * (size_t)n * XA;
-    float *gp_rows = p;
-    p += (size_t)n * align16((size_t)J);
-    float *h_rows = p, *c_rows = p + (size_t)m->n_pred * n * HpA;
-    p += 2 * (size_t)m->n_pred * n * HpA;
-    float *step_scratch = p; /* lstm step + pred proj + joint scratch */
+/* ---- decoder stage --------------------------------------------------------------------------- */
 
-    /* 1. Encoder, then the joint's encoder projection of every frame. */
-    rnnt_cpu_encode_batch(m, n, in, f, scratch, NULL, NULL);
-    double t1 = now_s();
-    t_enc = t1 - t0;
-    for (int b = 0; b < n; b++) rnnt_cpu_joint_enc_proj(m, T[b], f[b], fp[b]);
-    t_joint += now_s() - t1;
-
-    /* 2. Predictor from the start symbol, for all utterances. */
-    int t[n], here[n], rows[n], labels[n], k[n];
-    const float *frow[n], *grow[n];
-    memset(hs, 0, sizeof(float) * 2 * (size_t)m->n_pred * n * HpA);
-    for (int b = 0; b < n; b++) {
-        t[b] = 0;
-        here[b] = 0;
-        out[b].n_tokens = 0;
-        out[b].encoder_frames = T[b];
-        out[b].frames_skipped = 0;
-        out[b].decode_steps = 0;
-        out[b].status = RNNT_OK;
-        rows[b] = b;
-        labels[b] = m->vocab; /* the start symbol */
+/* The step buffers for n utterances: embedding/input rows, compact predictor states, projections,
+ * and the LSTM step's and the joint's scratch. */
+static size_t dec_layout(const struct rnnt_model *m, int n, float *base, float **x_rows, size_t *XA, float **h_rows, float **c_rows,
+                         float **gp_rows, float **scratch)
+{
+    int E = m->embed_dim, Hp = pred_hidden_max(m), J = m->joint_dim;
+    size_t off = 0, HpA = rnnt_dec_pred_stride(m), xa = align16((size_t)(E > Hp ? E : Hp));
+    size_t step = 0;
+    for (int l = 0; l < m->n_pred; l++) {
+        size_t w = rnnt_cpu_lstm_step_scratch(&m->pred[l], n);
+        if (w > step) step = w;
     }
-    int n_rows = n;
+    if ((size_t)J + (size_t)m->n_out > step) step = (size_t)J + (size_t)m->n_out;
+    float *p = carve(base, &off, (size_t)n * xa);
+    if (x_rows) {
+        *x_rows = p;
+        *XA = xa;
+    }
+    p = carve(base, &off, (size_t)m->n_pred * n * HpA);
+    if (h_rows) *h_rows = p;
+    p = carve(base, &off, (size_t)m->n_pred * n * HpA);
+    if (c_rows) *c_rows = p;
+    p = carve(base, &off, (size_t)n * J);
+    if (gp_rows) *gp_rows = p;
+    p = carve(base, &off, step);
+    if (scratch) *scratch = p;
+    return off;
+}
+
+/* Decode n utterances over the encoder frames that exist: utterance b's frames [base[b], avail[b])
+ * have their joint encoder projections at fp[b] (frame t at fp[b] + (t - base[b]) * J). Runs until
+ * every utterance stands at or past avail[b] or has failed; d[b]->tokens must have room for
+ * (avail[b] - d[b]->t) * max_symbols more labels. */
+static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const *d, const float *const *fp, const int *base,
+                                     const int *avail, double *t_pred, double *t_joint, char *err, size_t errlen)
+{
+    const struct rnnt_model *m = s->m;
+    const int J = m->joint_dim, E = m->embed_dim;
+    const size_t HpA = rnnt_dec_pred_stride(m);
+    float *x_rows, *h_rows, *c_rows, *gp_rows, *scratch;
+    size_t XA;
+    if (!grow(&s->dws, &s->dws_cap, dec_layout(m, n, NULL, NULL, NULL, NULL, NULL, NULL, NULL)))
+        return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the decoder's buffers for %d utterances", n);
+    dec_layout(m, n, s->dws, &x_rows, &XA, &h_rows, &c_rows, &gp_rows, &scratch);
+    int act[n], upd[n], k[n];
+    const float *frow[n], *gp_of[n];
     for (;;) {
-        /* Advance the predictor for `rows` fed with `labels`: gather, step every layer, scatter. */
-        if (n_rows) {
+        int n_act = 0, n_upd = 0;
+        for (int b = 0; b < n; b++)
+            if (d[b]->status == RNNT_OK && d[b]->t < avail[b]) {
+                act[n_act++] = b;
+                if (d[b]->label >= 0) upd[n_upd++] = b;
+            }
+        if (!n_act) break;
+        /* Advance the predictor of the utterances that emitted a label (or start): gather, step every
+         * layer, scatter. */
+        if (n_upd) {
             double tp = now_s();
-            for (int r = 0; r < n_rows; r++) memcpy(x_rows + (size_t)r * XA, m->embedding + (size_t)labels[r] * E, sizeof(float) * E);
+            for (int r = 0; r < n_upd; r++)
+                memcpy(x_rows + (size_t)r * XA, m->embedding + (size_t)d[upd[r]]->label * E, sizeof(float) * E);
             const float *x = x_rows;
             int ldx = (int)XA;
             for (int l = 0; l < m->n_pred; l++) {
                 const rnnt_lstm_layer *L = &m->pred[l];
                 int H = L->hidden;
                 float *hr = h_rows + (size_t)l * n * HpA, *cr = c_rows + (size_t)l * n * HpA;
-                for (int r = 0; r < n_rows; r++) {
-                    memcpy(hr + (size_t)r * H, hs + ((size_t)l * n + rows[r]) * HpA, sizeof(float) * H);
-                    memcpy(cr + (size_t)r * H, cs + ((size_t)l * n + rows[r]) * HpA, sizeof(float) * H);
+                for (int r = 0; r < n_upd; r++) {
+                    memcpy(hr + (size_t)r * H, d[upd[r]]->pred_h + (size_t)l * HpA, sizeof(float) * H);
+                    memcpy(cr + (size_t)r * H, d[upd[r]]->pred_c + (size_t)l * HpA, sizeof(float) * H);
                 }
                 /* The step reads x with stride ldx and h/c compact with stride H. */
-                rnnt_cpu_lstm_step(L, m->act, n_rows, x, ldx, hr, cr, step_scratch);
-                for (int r = 0; r < n_rows; r++) {
-                    memcpy(hs + ((size_t)l * n + rows[r]) * HpA, hr + (size_t)r * H, sizeof(float) * H);
-                    memcpy(cs + ((size_t)l * n + rows[r]) * HpA, cr + (size_t)r * H, sizeof(float) * H);
+                rnnt_cpu_lstm_step(L, m->act, n_upd, x, ldx, hr, cr, scratch);
+                for (int r = 0; r < n_upd; r++) {
+                    memcpy(d[upd[r]]->pred_h + (size_t)l * HpA, hr + (size_t)r * H, sizeof(float) * H);
+                    memcpy(d[upd[r]]->pred_c + (size_t)l * HpA, cr + (size_t)r * H, sizeof(float) * H);
                 }
                 x = hr;
                 ldx = H;
             }
             double tj = now_s();
-            t_pred += tj - tp;
-            rnnt_cpu_joint_pred_proj(m, n_rows, x, gp_rows);
-            for (int r = 0; r < n_rows; r++) memcpy(gp + (size_t)rows[r] * align16((size_t)J), gp_rows + (size_t)r * J, sizeof(float) * J);
-            t_joint += now_s() - tj;
+            *t_pred += tj - tp;
+            rnnt_cpu_joint_pred_proj(m, n_upd, x, gp_rows);
+            for (int r = 0; r < n_upd; r++) {
+                memcpy(d[upd[r]]->gp, gp_rows + (size_t)r * J, sizeof(float) * J);
+                d[upd[r]]->label = -1;
+            }
+            *t_joint += now_s() - tj;
         }
         /* One joint evaluation for every utterance still inside its frames. */
-        int act[n], n_act = 0;
-        for (int b = 0; b < n; b++)
-            if (t[b] < T[b] && out[b].status == RNNT_OK) {
-                act[n_act] = b;
-                frow[n_act] = fp[b] + (size_t)t[b] * J;
-                grow[n_act] = gp + (size_t)b * align16((size_t)J);
-                n_act++;
-            }
-        if (!n_act) break;
-        double tj = now_s();
-        rnnt_cpu_joint_argmax(m, n_act, frow, grow, k, step_scratch);
-        t_joint += now_s() - tj;
-        n_rows = 0;
         for (int i = 0; i < n_act; i++) {
-            int b = act[i], kb = k[i];
-            rnnt_result *res = &out[b];
-            res->decode_steps++;
+            int b = act[i];
+            frow[i] = fp[b] + (size_t)(d[b]->t - base[b]) * J;
+            gp_of[i] = d[b]->gp;
+        }
+        double tj = now_s();
+        rnnt_cpu_joint_argmax(m, n_act, frow, gp_of, k, scratch);
+        *t_joint += now_s() - tj;
+        for (int i = 0; i < n_act; i++) {
+            rnnt_dec_state *ds = d[act[i]];
+            int kb = k[i];
+            ds->steps++;
             if (kb < 0) {
-                res->status = RNNT_ERR_NUMERIC;
+                ds->status = RNNT_ERR_NUMERIC;
                 continue;
             }
             if (kb < m->vocab) {
-                res->tokens[res->n_tokens] = kb;
-                res->frames[res->n_tokens] = t[b];
-                res->n_tokens++;
-                if (++here[b] == m->max_symbols) {
-                    t[b]++;
-                    here[b] = 0;
-                }
-                if (t[b] < T[b]) {
-                    rows[n_rows] = b;
-                    labels[n_rows] = kb;
-                    n_rows++;
+                ds->tokens[ds->n_tokens] = kb;
+                ds->frames[ds->n_tokens] = ds->t;
+                ds->n_tokens++;
+                ds->label = kb;
+                if (++ds->here == m->max_symbols) {
+                    ds->t++;
+                    ds->here = 0;
                 }
             } else {
-                int d = kb == m->blank ? 1 : rnnt_big_blank_duration(m, kb);
-                int stop = t[b] + d < T[b] ? t[b] + d : T[b];
-                res->frames_skipped += stop - t[b] - 1;
-                t[b] += d;
-                here[b] = 0;
+                int dur = kb == m->blank ? 1 : rnnt_big_blank_duration(m, kb);
+                ds->skipped += dur - 1;
+                ds->t += dur;
+                ds->here = 0;
             }
         }
+    }
+    return RNNT_OK;
+}
+
+/* ---- whole utterances ------------------------------------------------------------------------ */
+
+static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err, size_t errlen)
+{
+    cpu_state *s = state;
+    const struct rnnt_model *m = s->m;
+    const int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
+    const size_t HpA = rnnt_dec_pred_stride(m);
+    double t0 = now_s(), t_enc = 0, t_pred = 0, t_joint = 0;
+    if (n < 1) return RNNT_OK; /* the runner never asks for that; tells the compiler the arrays below get filled */
+
+    /* Workspace: encoder scratch | per utterance f, fp | predictor state h, c per layer, gp. */
+    int frames[n], T[n], base[n];
+    size_t enc_floats = 0;
+    for (int b = 0; b < n; b++) {
+        frames[b] = in[b].frames;
+        T[b] = rnnt_model_encoder_frames(m, in[b].frames);
+        base[b] = 0;
+        enc_floats += align16((size_t)T[b] * He) + align16((size_t)T[b] * J);
+    }
+    size_t scratch_floats = rnnt_cpu_encoder_scratch_batch(m, n, frames);
+    size_t state_floats = (size_t)n * (2 * (size_t)m->n_pred * HpA + align16((size_t)J));
+    float *ws = grow(&s->ws, &s->ws_cap, scratch_floats + enc_floats + state_floats);
+    if (!ws) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the CPU workspace for %d utterances", n);
+    float *scratch = ws, *p = ws + scratch_floats;
+    float *f[n];
+    const float *fp[n];
+    for (int b = 0; b < n; b++) {
+        f[b] = p;
+        p += align16((size_t)T[b] * He);
+        fp[b] = p;
+        p += align16((size_t)T[b] * J);
+    }
+    memset(p, 0, sizeof(float) * state_floats);
+    rnnt_dec_state dec[n], *d[n];
+    for (int b = 0; b < n; b++) {
+        dec[b] = (rnnt_dec_state){.label = m->vocab, .status = RNNT_OK, .tokens = out[b].tokens, .frames = out[b].frames};
+        dec[b].pred_h = p;
+        p += (size_t)m->n_pred * HpA;
+        dec[b].pred_c = p;
+        p += (size_t)m->n_pred * HpA;
+        dec[b].gp = p;
+        p += align16((size_t)J);
+        d[b] = &dec[b];
+    }
+
+    /* 1. Encoder, then the joint's encoder projection of every frame. */
+    rnnt_cpu_encode_batch(m, n, in, f, scratch, NULL, NULL);
+    double t1 = now_s();
+    t_enc = t1 - t0;
+    for (int b = 0; b < n; b++) rnnt_cpu_joint_enc_proj(m, T[b], f[b], (float *)fp[b]);
+    t_joint += now_s() - t1;
+
+    /* 2. Decoding over all frames. */
+    rnnt_status st = cpu_decode_frames(s, n, d, fp, base, T, &t_pred, &t_joint, err, errlen);
+    if (st) return st;
+    for (int b = 0; b < n; b++) {
+        out[b].status = dec[b].status;
+        out[b].n_tokens = dec[b].n_tokens;
+        out[b].encoder_frames = T[b];
+        out[b].frames_skipped = rnnt_dec_frames_skipped(&dec[b], T[b]);
+        out[b].decode_steps = dec[b].steps;
     }
     if (timing) {
         timing->encoder_s = t_enc;
@@ -211,10 +282,193 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
     return RNNT_OK;
 }
 
+/* ---- streams --------------------------------------------------------------------------------- */
+
+/* What one stream's chunk is at every level: rows[0] stacked input rows, rows[l] input rows of layer
+ * l, rows[n_enc] new encoder frames; take input frames consumed; flush: the end of input is in this
+ * chunk (the last partial groups are zero-padded, as the whole utterance pads them). */
+typedef struct {
+    int take, flush, rows[RNNT_STREAM_MAX_LAYERS + 1];
+    float *x[RNNT_STREAM_MAX_LAYERS]; /* layer l's input rows, [rows[l], I_l] */
+    float *pre[RNNT_STREAM_MAX_LAYERS]; /* layer l's gate pre-activations, [rows[l], 4 H_l] */
+    float *y[RNNT_STREAM_MAX_LAYERS]; /* a time-stacked layer's output after its remainder */
+    float *f, *fp;                    /* encoder output and its joint projection, [rows[n_enc], .] */
+} chunk_plan;
+
+static void plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *st, int max_frames, chunk_plan *c)
+{
+    memset(c, 0, sizeof *c);
+    if (st->flushed || st->dec.status != RNNT_OK) return;
+    int k = m->stacking, limit = max_frames > k ? max_frames : k; /* at least one stacked frame */
+    int take = st->n_feats < limit ? st->n_feats : limit;
+    c->flush = st->finished && take == st->n_feats;
+    c->take = c->flush ? take : take / k * k;
+    c->rows[0] = c->flush ? rnnt_stacked_len(c->take, k) : c->take / k;
+    for (int l = 0; l < m->n_enc - 1; l++) {
+        int have = st->rem_rows[l] + c->rows[l], s = m->enc[l].time_stack;
+        c->rows[l + 1] = c->flush ? rnnt_stacked_len(have, s) : have / s;
+    }
+    c->rows[m->n_enc] = c->rows[m->n_enc - 1];
+}
+
+/* The chunk workspace of n streams. Each layer's input rows, pre-activations and the encoder output
+ * and its projection lie stream after stream without gaps, so the projections of all streams run as
+ * one product (rnnt_cpu_lstm_layer_batch); each time-stacked layer's output per stream (its remainder
+ * from the last chunk first, zero-padded to whole groups at the end of input); the layer work area. */
+static size_t chunk_layout(const struct rnnt_model *m, int n, struct rnnt_stream *const *st, chunk_plan *c, float *base, float **work)
+{
+    size_t off = 0, work_floats = 0, pre_floats = 0;
+    for (int l = 0; l <= m->n_enc; l++) {
+        size_t sum = 0;
+        for (int b = 0; b < n; b++) sum += (size_t)c[b].rows[l];
+        if (l == m->n_enc) {
+            float *f = carve(base, &off, sum * m->enc[l - 1].hidden), *fp = carve(base, &off, sum * m->joint_dim);
+            for (int b = 0; b < n && base; b++) {
+                c[b].f = f, c[b].fp = fp;
+                f += (size_t)c[b].rows[l] * m->enc[l - 1].hidden;
+                fp += (size_t)c[b].rows[l] * m->joint_dim;
+            }
+            break;
+        }
+        const rnnt_lstm_layer *L = &m->enc[l];
+        size_t w = rnnt_cpu_lstm_layer_batch_work(L, n);
+        if (w > work_floats) work_floats = w;
+        if (sum * 4 * L->hidden > pre_floats) pre_floats = sum * 4 * L->hidden;
+        float *x = carve(base, &off, sum * L->input);
+        for (int b = 0; b < n && base; b++) {
+            c[b].x[l] = x;
+            x += (size_t)c[b].rows[l] * L->input;
+        }
+        if (l < m->n_enc - 1)
+            for (int b = 0; b < n; b++) {
+                size_t have = (size_t)st[b]->rem_rows[l] + c[b].rows[l], whole = (size_t)c[b].rows[l + 1] * L->time_stack;
+                c[b].y[l] = carve(base, &off, (have > whole ? have : whole) * L->hidden);
+            }
+    }
+    float *pre = carve(base, &off, pre_floats);
+    for (int l = 0; l < m->n_enc && base; l++)
+        for (int b = 0, at = 0; b < n; b++) {
+            c[b].pre[l] = pre + (size_t)at * 4 * m->enc[l].hidden;
+            at += c[b].rows[l];
+        }
+    float *w = carve(base, &off, work_floats);
+    if (work) *work = w;
+    return off;
+}
+
+/* The encoder over each stream's chunk, layer by layer, continuing from each layer's state. */
+static void cpu_encode_chunk(const struct rnnt_model *m, int n, struct rnnt_stream *const *st, chunk_plan *c, float *work)
+{
+    const int nn = n > 0 ? n : 1;
+    for (int b = 0; b < n; b++) {
+        rnnt_cpu_frontend(m, st[b]->feats, c[b].take, c[b].x[0]); /* normalised, zero-padded to whole stacks */
+        rnnt_stream_drop_frames(st[b], c[b].take);
+    }
+    for (int l = 0; l < m->n_enc; l++) {
+        const rnnt_lstm_layer *L = &m->enc[l];
+        const int H = L->hidden, last = l == m->n_enc - 1;
+        int rows[nn];
+        const float *x[nn];
+        float *y[nn], *h[nn], *cs[nn], *pre[nn];
+        for (int b = 0; b < n; b++) {
+            rows[b] = c[b].rows[l];
+            x[b] = c[b].x[l];
+            /* A time-stacked layer writes after its remainder, so whole groups are contiguous rows. */
+            if (!last) memcpy(c[b].y[l], st[b]->rem[l], sizeof(float) * (size_t)st[b]->rem_rows[l] * H);
+            y[b] = last ? c[b].f : c[b].y[l] + (size_t)st[b]->rem_rows[l] * H;
+            h[b] = st[b]->enc_h[l];
+            cs[b] = st[b]->enc_c[l];
+            pre[b] = c[b].pre[l];
+        }
+        rnnt_cpu_lstm_layer_batch(L, m->act, n, rows, x, y, h, cs, pre, work);
+        if (last) break;
+        for (int b = 0; b < n; b++) {
+            int have = st[b]->rem_rows[l] + rows[b], whole = c[b].rows[l + 1] * L->time_stack;
+            if (have < whole) /* the end of input: the last group is zero-padded */
+                memset(c[b].y[l] + (size_t)have * H, 0, sizeof(float) * (size_t)(whole - have) * H);
+            /* Whole groups are the next layer's input rows; the rest waits for the next chunk. */
+            memcpy(c[b].x[l + 1], c[b].y[l], sizeof(float) * (size_t)whole * H);
+            st[b]->rem_rows[l] = have > whole ? have - whole : 0;
+            memcpy(st[b]->rem[l], c[b].y[l] + (size_t)whole * H, sizeof(float) * (size_t)st[b]->rem_rows[l] * H);
+        }
+    }
+}
+
+static rnnt_status cpu_advance(void *state, int n, struct rnnt_stream *const *st, rnnt_timing *timing, char *err, size_t errlen)
+{
+    cpu_state *s = state;
+    const struct rnnt_model *m = s->m;
+    double t0 = now_s(), t_pred = 0, t_joint = 0;
+    if (n < 1) return RNNT_OK;
+    chunk_plan c[n];
+    for (int b = 0; b < n; b++) plan_chunk(m, st[b], s->p.max_frames, &c[b]);
+    /* Everything that can fail comes before any stream changes. */
+    float *work;
+    if (!grow(&s->ws, &s->ws_cap, chunk_layout(m, n, st, c, NULL, NULL)))
+        return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the CPU workspace for %d streams", n);
+    chunk_layout(m, n, st, c, s->ws, &work);
+    for (int b = 0; b < n; b++)
+        if (rnnt_stream_reserve_tokens(st[b], (size_t)c[b].rows[m->n_enc] * m->max_symbols + 1))
+            return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for stream %d's tokens", b);
+    if (!grow(&s->dws, &s->dws_cap, dec_layout(m, n, NULL, NULL, NULL, NULL, NULL, NULL, NULL)))
+        return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the decoder's buffers for %d streams", n);
+
+    cpu_encode_chunk(m, n, st, c, work);
+    double t1 = now_s();
+    /* The joint's encoder projection of every stream's new frames at once (they lie back to back). */
+    int R = 0;
+    for (int b = 0; b < n; b++) R += c[b].rows[m->n_enc];
+    rnnt_cpu_joint_enc_proj(m, R, c[0].f, c[0].fp);
+    rnnt_dec_state *d[n];
+    const float *fp[n];
+    int base[n], avail[n];
+    for (int b = 0; b < n; b++) {
+        d[b] = &st[b]->dec;
+        fp[b] = c[b].fp;
+        base[b] = st[b]->enc_frames;
+        st[b]->enc_frames += c[b].rows[m->n_enc];
+        avail[b] = st[b]->enc_frames;
+        if (c[b].flush) st[b]->flushed = 1;
+    }
+    t_joint += now_s() - t1;
+    rnnt_status rc = cpu_decode_frames(s, n, d, fp, base, avail, &t_pred, &t_joint, err, errlen);
+    if (timing) {
+        timing->encoder_s = t1 - t0;
+        timing->predictor_s = t_pred;
+        timing->joint_s = t_joint;
+        timing->total_s = now_s() - t0;
+        timing->decode_s = timing->total_s - timing->encoder_s - t_pred - t_joint;
+    }
+    return rc;
+}
+
+#define CPU_WS_KEEP_BYTES ((size_t)16 << 20)
+
+/* rnnt_runner_trim: a workspace beyond CPU_WS_KEEP_BYTES (grown for a batch of long utterances) goes
+ * back to the system; kept, every worker would hold the largest batch it ever ran for good (~230 MB
+ * for 16 x 60 s on the shipped model). Called when the worker goes idle, not after every batch:
+ * mapping 100+ MB again costs page faults worth ~10% of such a batch. */
+static void trim_buf(float **buf, size_t *cap)
+{
+    if (*cap * sizeof(float) > CPU_WS_KEEP_BYTES) {
+        free(*buf);
+        *buf = NULL;
+        *cap = 0;
+    }
+}
+
+void rnnt_cpu_trim(void *state)
+{
+    cpu_state *s = state;
+    trim_buf(&s->ws, &s->ws_cap);
+    trim_buf(&s->dws, &s->dws_cap);
+}
+
 const rnnt_backend_ops rnnt_backend_cpu = {
     .name = "cpu",
     .create = cpu_create,
     .destroy = cpu_destroy,
     .device_name = cpu_device_name,
     .decode = cpu_decode,
+    .advance = cpu_advance,
 };

@@ -1,23 +1,41 @@
-/* cli.c — rnnt-transcribe: transcribe .npy feature files with a model directory.
- *   rnnt-transcribe --model DIR [--json] [--backend auto|cpu|cuda] [--precision fp16|fp32]
- *                   [--batch N] [--threads N] [--timing] FILE.npy...
+/* cli.c — rnnt-transcribe: transcribe audio files or .npy feature files with a model directory.
+ *   rnnt-transcribe --model DIR [--format text|json|srt|vtt] [--backend auto|cpu|cuda] [--precision fp16|fp32]
+ *                   [--batch N] [--threads N] [--timing] FILE...
+ * A file is told by its first bytes: .npy features, or audio (WAV, FLAC, Ogg, MP3, ...) that the
+ * engine decodes, resamples and turns into features with the model's frontend.
  * Exit status: 0 all transcribed, 1 a file or the model failed, 2 usage error. */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio.h"
 #include "npy.h"
 #include "rnnt.h"
+#include "words.h"
+
+typedef enum { FMT_TEXT, FMT_JSON, FMT_SRT, FMT_VTT } out_format;
+
+/* One input's features: from a .npy file (npy owns them) or computed from audio (feats owns them). */
+typedef struct {
+    rnnt_npy npy;
+    float *feats;
+    int rows, from_audio;
+} input_feats;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: rnnt-transcribe --model DIR [options] FILE.npy...\n"
-            "Transcribe log-mel feature files ([frames, features] float32/float16 .npy, C order).\n"
+            "usage: rnnt-transcribe --model DIR [options] FILE...\n"
+            "Transcribe audio files (WAV, FLAC, Ogg Vorbis/Opus, MP3, AIFF, ...: any rate, any channels) or\n"
+            "log-mel feature files ([frames, features] float32/float16 .npy, C order), told apart by their first bytes.\n"
             "  -m, --model DIR        model directory (model.yaml, weights.safetensors, tokens.txt)\n"
-            "  -j, --json             one JSON object per file: text, tokens with frames and times\n"
+            "  -f, --format NAME      text (default: FILE<TAB>transcript), json (one object per file: text,\n"
+            "                         words with start/end seconds, tokens with frames and times), srt or vtt\n"
+            "                         (subtitles; with several files each document follows a '==> FILE <==' line)\n"
+            "  -j, --json             the same as --format json\n"
             "  -b, --backend NAME     auto (default), cpu or cuda\n"
             "  -p, --precision NAME   fp16 (default) or fp32 (CUDA backend)\n"
             "  -B, --batch N          utterances decoded together (default 16)\n"
@@ -37,40 +55,116 @@ static int parse_pos(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
-static void print_result(const rnnt_model *m, const char *file, const rnnt_result *res, int json)
+static int print_result(const rnnt_model *m, const char *file, const rnnt_result *res, out_format fmt, int several)
 {
     const rnnt_model_info *info = rnnt_model_get_info(m);
-    if (!json) {
+    if (fmt == FMT_TEXT) {
         printf("%s\t%s\n", file, res->text ? res->text : "");
-        return;
+        return 0;
     }
-    json_t *toks = json_array();
+    char err[256];
+    rnnt_word *w;
+    int nw;
+    if (rnnt_result_words(m, res, &w, &nw, err, sizeof err)) {
+        fprintf(stderr, "rnnt-transcribe: %s: %s\n", file, err);
+        return 1;
+    }
+    if (fmt == FMT_SRT || fmt == FMT_VTT) {
+        char *doc = rnnt_subtitles(fmt == FMT_SRT ? RNNT_SUBS_SRT : RNNT_SUBS_VTT, w, nw, 0);
+        rnnt_words_free(w, nw);
+        if (!doc) { fprintf(stderr, "rnnt-transcribe: %s: out of memory\n", file); return 1; }
+        if (several) printf("==> %s <==\n", file);
+        fputs(doc, stdout);
+        if (several) putchar('\n');
+        free(doc);
+        return 0;
+    }
+    json_t *toks = json_array(), *words = json_array();
     for (int i = 0; i < res->n_tokens; i++)
         json_array_append_new(toks, json_pack("{s:i, s:s, s:i, s:f}", "id", res->tokens[i], "token", rnnt_model_token(m, res->tokens[i]),
                                               "frame", res->frames[i], "time_s", res->frames[i] * info->frame_shift_s));
-    json_t *o = json_pack("{s:s, s:s, s:o, s:i, s:i, s:i}", "file", file, "text", res->text ? res->text : "", "tokens", toks,
-                          "encoder_frames", res->encoder_frames, "frames_skipped", res->frames_skipped, "decode_steps",
-                          res->decode_steps);
+    for (int i = 0; i < nw; i++) json_array_append_new(words, json_pack("{s:s, s:f, s:f}", "word", w[i].text, "start", w[i].start_s, "end", w[i].end_s));
+    rnnt_words_free(w, nw);
+    json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:f, s:i, s:i, s:i}", "file", file, "text", res->text ? res->text : "", "words", words,
+                          "tokens", toks, "duration_s", res->encoder_frames * info->frame_shift_s, "encoder_frames", res->encoder_frames,
+                          "frames_skipped", res->frames_skipped, "decode_steps", res->decode_steps);
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
     if (s) puts(s);
     free(s);
     json_decref(o);
+    return 0;
+}
+
+/* The first bytes of a file, to tell .npy from audio. */
+static int read_magic(const char *path, unsigned char *buf, size_t n, size_t *got, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    *got = fread(buf, 1, n, f);
+    fclose(f);
+    return 0;
+}
+
+/* Features of one file; err names the file on failure. */
+static int load_input(const char *path, const rnnt_model *m, rnnt_frontend **fe, int max_frames, input_feats *in, char *err, size_t errlen)
+{
+    const rnnt_model_info *info = rnnt_model_get_info(m);
+    memset(in, 0, sizeof *in);
+    unsigned char magic[16];
+    size_t got;
+    if (read_magic(path, magic, sizeof magic, &got, err, errlen)) return -1;
+    if (rnnt_audio_is_npy(magic, got)) {
+        if (rnnt_npy_load(path, info->feature_dim, max_frames, 0, &in->npy, err, errlen)) return -1;
+        in->rows = in->npy.rows;
+        return 0;
+    }
+    if (!rnnt_audio_sniff(magic, got)) {
+        snprintf(err, errlen, "%s: neither a .npy feature file nor a recognised audio file (WAV, FLAC, Ogg, MP3, AIFF, AU, CAF, W64)", path);
+        return -1;
+    }
+    if (!*fe && rnnt_frontend_create(m, fe, err, errlen)) return -1;
+    /* the duration cap follows --max-frames: one frame per hop */
+    rnnt_audio_limits lim = {.max_seconds = ((double)max_frames + 1) * info->hop_length / info->sample_rate + 1.0};
+    float *x;
+    size_t n;
+    if (rnnt_audio_load_file(path, info->sample_rate, &lim, &x, &n, NULL, err, errlen)) return -1;
+    char e2[384];
+    rnnt_status st = rnnt_frontend_compute_f32(*fe, x, n, max_frames, &in->feats, &in->rows, e2, sizeof e2);
+    free(x);
+    if (st) { snprintf(err, errlen, "%s: %s", path, e2); return -1; }
+    in->from_audio = 1;
+    return 0;
+}
+
+static void free_input(input_feats *in)
+{
+    rnnt_npy_free(&in->npy);
+    free(in->feats);
+    memset(in, 0, sizeof *in);
 }
 
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"json", no_argument, 0, 'j'},     {"backend", required_argument, 0, 'b'},
+        {"model", required_argument, 0, 'm'},   {"json", no_argument, 0, 'j'},     {"format", required_argument, 0, 'f'},     {"backend", required_argument, 0, 'b'},
         {"precision", required_argument, 0, 'p'}, {"batch", required_argument, 0, 'B'}, {"threads", required_argument, 0, 't'},
         {"max-frames", required_argument, 0, 'F'}, {"timing", no_argument, 0, 'T'},  {"version", no_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *model_dir = NULL;
-    int json = 0, batch = 16, show_timing = 0, c;
+    out_format fmt = FMT_TEXT;
+    int batch = 16, show_timing = 0, c;
     rnnt_runner_params rp = rnnt_runner_default_params();
-    while ((c = getopt_long(argc, argv, "m:jb:p:B:t:Vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:jf:b:p:B:t:Vh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_dir = optarg; break;
-        case 'j': json = 1; break;
+        case 'j': fmt = FMT_JSON; break;
+        case 'f':
+            if (!strcmp(optarg, "text")) fmt = FMT_TEXT;
+            else if (!strcmp(optarg, "json")) fmt = FMT_JSON;
+            else if (!strcmp(optarg, "srt")) fmt = FMT_SRT;
+            else if (!strcmp(optarg, "vtt")) fmt = FMT_VTT;
+            else { fprintf(stderr, "rnnt-transcribe: --format: '%s' is not text, json, srt or vtt\n", optarg); return 2; }
+            break;
         case 'b':
             if (!strcmp(optarg, "auto")) rp.backend = RNNT_BACKEND_AUTO;
             else if (!strcmp(optarg, "cpu")) rp.backend = RNNT_BACKEND_CPU;
@@ -118,7 +212,8 @@ int main(int argc, char **argv)
     }
     const rnnt_model_info *info = rnnt_model_get_info(m);
     int rc = 0;
-    rnnt_npy *arr = calloc((size_t)batch, sizeof *arr);
+    rnnt_frontend *fe = NULL;
+    input_feats *arr = calloc((size_t)batch, sizeof *arr);
     rnnt_input *in = calloc((size_t)batch, sizeof *in);
     rnnt_result *res = calloc((size_t)batch, sizeof *res);
     const char **names = calloc((size_t)batch, sizeof *names);
@@ -132,13 +227,15 @@ int main(int argc, char **argv)
     for (int first = optind; first < argc; first += batch) {
         int nb = 0;
         for (int i = first; i < argc && i < first + batch; i++) {
-            if (rnnt_npy_load(argv[i], info->feature_dim, rp.max_frames, 0, &arr[nb], err, sizeof err)) {
+            if (load_input(argv[i], m, &fe, rp.max_frames, &arr[nb], err, sizeof err)) {
                 fprintf(stderr, "rnnt-transcribe: %s\n", err);
                 rc = 1;
                 continue;
             }
             names[nb] = argv[i];
-            in[nb] = (rnnt_input){arr[nb].data, arr[nb].rows, 1}; /* the .npy reader checked finiteness */
+            /* the .npy reader checked finiteness; the frontend makes finite features of finite samples
+               (ln of at least log_floor) */
+            in[nb] = (rnnt_input){arr[nb].from_audio ? arr[nb].feats : arr[nb].npy.data, arr[nb].rows, 1};
             audio_s += (double)arr[nb].rows * info->hop_length / info->sample_rate;
             nb++;
         }
@@ -157,13 +254,13 @@ int main(int argc, char **argv)
                     if (res[i].status) {
                         fprintf(stderr, "rnnt-transcribe: %s: %s\n", names[i], rnnt_status_str(res[i].status));
                         rc = 1;
-                    } else
-                        print_result(m, names[i], &res[i], json);
+                    } else if (print_result(m, names[i], &res[i], fmt, nfiles > 1))
+                        rc = 1;
                     rnnt_result_clear(&res[i]);
                 }
             }
         }
-        for (int i = 0; i < nb; i++) rnnt_npy_free(&arr[i]);
+        for (int i = 0; i < nb; i++) free_input(&arr[i]);
     }
     if (show_timing)
         fprintf(stderr, "backend %s (%s): %.3f s audio in %.4f s (RTFx %.1f): encoder %.4f, predictor %.4f, joint %.4f, decode %.4f s\n",
@@ -174,6 +271,7 @@ done:
     free(in);
     free(res);
     free(names);
+    rnnt_frontend_free(fe);
     rnnt_runner_free(r);
     rnnt_model_free(m);
     return rc;

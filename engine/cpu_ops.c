@@ -104,9 +104,71 @@ static void layer_lengths(const struct rnnt_model *m, int frames, int *T)
     for (int l = 1; l <= m->n_enc; l++) T[l] = rnnt_stacked_len(T[l - 1], m->enc[l - 1].time_stack);
 }
 
+/* ---- one encoder layer, shared by the whole-utterance encoder and the streams ------------------- */
+
+/* Every product here is rnnt_cpu_gemm_nt_rows: a row's result is the same whether it is projected
+ * with the rest of its utterance, alone, or in a chunk of any size (OpenBLAS is not: on this project's
+ * machine a 1- or 3-row sgemm gives other bits for a row than the 250-row one), so a stream fed in any
+ * chunks computes exactly what the whole utterance does. */
+size_t rnnt_cpu_lstm_layer_batch_work(const rnnt_lstm_layer *L, int n)
+{
+    return (size_t)n * 6 * L->hidden + (size_t)n;
+}
+
+void rnnt_cpu_lstm_layer_batch(const rnnt_lstm_layer *L, rnnt_lstm_act act, int n, const int *rows, const float *const *x,
+                               float *const *y, float *const *h, float *const *c, float *const *pre, float *work)
+{
+    int H = L->hidden, G = 4 * H, Tmax = 0;
+    float *hc = work, *cc = hc + (size_t)n * H, *gates = cc + (size_t)n * H;
+    int *order = (int *)(gates + (size_t)n * G);
+    /* Input projection of all of each utterance's rows at once, bias folded in. Utterances whose rows
+     * follow each other in memory (x and pre both) go in one call: the weights pass through the cache
+     * once for all of them (streams' chunks are short), and a row's result is the same either way. */
+    for (int b = 0, e; b < n; b = e) {
+        int run = rows[b];
+        for (e = b + 1; e < n && x[e] == x[e - 1] + (size_t)rows[e - 1] * L->input && pre[e] == pre[e - 1] + (size_t)rows[e - 1] * G; e++)
+            run += rows[e];
+        rnnt_cpu_gemm_nt_rows(run, G, L->input, x[b], L->input, L->w_ih, L->input, 0.0f, pre[b], G);
+        for (int t = 0; t < run; t++)
+            for (int j = 0; j < G; j++) pre[b][(size_t)t * G + j] += L->bias[j];
+    }
+    for (int b = 0; b < n; b++)
+        if (rows[b] > Tmax) Tmax = rows[b];
+    /* Longest first, so the utterances still running at step t are a prefix of `order`; their states
+     * side by side in hc/cc (an utterance that stops keeps its final state in its row). */
+    for (int b = 0; b < n; b++) order[b] = b;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && rows[order[j]] > rows[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int r = 0; r < n; r++) {
+        memcpy(hc + (size_t)r * H, h[order[r]], sizeof(float) * H);
+        memcpy(cc + (size_t)r * H, c[order[r]], sizeof(float) * H);
+    }
+    for (int t = 0; t < Tmax; t++) {
+        int active = 0;
+        while (active < n && rows[order[active]] > t) active++;
+        rnnt_cpu_gemm_nt_rows(active, G, H, hc, H, L->w_hh, H, 0.0f, gates, G);
+        for (int r = 0; r < active; r++) {
+            const float *p = pre[order[r]] + (size_t)t * G;
+            float *g = gates + (size_t)r * G;
+            for (int j = 0; j < G; j++) g[j] += p[j];
+        }
+        rnnt_cpu_lstm_pointwise(act, active, H, gates, G, hc, H, cc, H);
+        for (int r = 0; r < active; r++) memcpy(y[order[r]] + (size_t)t * H, hc + (size_t)r * H, sizeof(float) * H);
+    }
+    for (int r = 0; r < n; r++) {
+        memcpy(h[order[r]], hc + (size_t)r * H, sizeof(float) * H);
+        memcpy(c[order[r]], cc + (size_t)r * H, sizeof(float) * H);
+    }
+}
+
 /* The scratch layout, shared by the size function and the encoder: per utterance the stacked input,
  * each layer's (zero-padded) output but the last (which goes to out[b]) and one gate pre-activation
- * buffer; then the batch's recurrent state. With base == NULL only the size is computed. */
+ * buffer; then the batch's recurrent state (zero: every utterance starts from it) and the layer's work
+ * area. With base == NULL only the size is computed. */
 typedef struct {
     float *x0, *pre, *y[MAX_ENC_LAYERS];
 } utt_bufs;
@@ -118,13 +180,15 @@ static float *carve(float *base, size_t *off, size_t count)
     return p;
 }
 
-static size_t layout(const struct rnnt_model *m, int n, const int *frames, float *base, utt_bufs *u, float **h, float **c, float **gates,
-                     int **order)
+static size_t layout(const struct rnnt_model *m, int n, const int *frames, float *base, utt_bufs *u, float **h, float **c, float **work)
 {
-    size_t off = 0;
+    size_t off = 0, work_floats = 0;
     int Hmax = 0;
-    for (int l = 0; l < m->n_enc; l++)
+    for (int l = 0; l < m->n_enc; l++) {
         if (m->enc[l].hidden > Hmax) Hmax = m->enc[l].hidden;
+        size_t w = rnnt_cpu_lstm_layer_batch_work(&m->enc[l], n);
+        if (w > work_floats) work_floats = w;
+    }
     for (int b = 0; b < n; b++) {
         int T[MAX_ENC_LAYERS + 1];
         layer_lengths(m, frames[b], T);
@@ -142,73 +206,52 @@ static size_t layout(const struct rnnt_model *m, int n, const int *frames, float
         p = carve(base, &off, pre_floats);
         if (u) u[b].pre = p;
     }
-    float *ph = carve(base, &off, (size_t)n * Hmax), *pc = carve(base, &off, (size_t)n * Hmax),
-          *pg = carve(base, &off, (size_t)n * 4 * Hmax), *po = carve(base, &off, (size_t)n);
+    float *ph = carve(base, &off, (size_t)n * Hmax), *pc = carve(base, &off, (size_t)n * Hmax), *pw = carve(base, &off, work_floats);
     if (h) *h = ph;
     if (c) *c = pc;
-    if (gates) *gates = pg;
-    if (order) *order = (int *)po;
+    if (work) *work = pw;
     return off;
 }
 
 size_t rnnt_cpu_encoder_scratch_batch(const struct rnnt_model *m, int n, const int *frames)
 {
-    return layout(m, n, frames, NULL, NULL, NULL, NULL, NULL, NULL);
+    return layout(m, n, frames, NULL, NULL, NULL, NULL, NULL);
 }
 
 void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *in, float *const *out, float *scratch, rnnt_layer_hook hook,
                            void *user)
 {
-    int frames[n > 0 ? n : 1];
+    const int nn = n > 0 ? n : 1;
+    int frames[nn];
     frames[0] = 0;
     for (int b = 0; b < n; b++) frames[b] = in[b].frames;
-    utt_bufs u[n > 0 ? n : 1];
+    utt_bufs u[nn];
     memset(u, 0, sizeof u);
-    float *h, *c, *gates;
-    int *order;
-    layout(m, n, frames, scratch, u, &h, &c, &gates, &order);
-    /* Longest first, so the utterances still running at step t are a prefix of `order`. */
-    for (int b = 0; b < n; b++) order[b] = b;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && frames[order[j]] > frames[order[j - 1]]; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
+    float *h, *c, *work;
+    int Hmax = 0;
+    for (int l = 0; l < m->n_enc; l++)
+        if (m->enc[l].hidden > Hmax) Hmax = m->enc[l].hidden;
+    layout(m, n, frames, scratch, u, &h, &c, &work);
     for (int b = 0; b < n; b++) rnnt_cpu_frontend(m, in[b].features, in[b].frames, u[b].x0);
 
     for (int l = 0; l < m->n_enc; l++) {
         const rnnt_lstm_layer *L = &m->enc[l];
-        int H = L->hidden, G = 4 * H, Tmax = 0;
-        int T[n > 0 ? n : 1];
-        const float *x[n > 0 ? n : 1];
-        float *y[n > 0 ? n : 1];
+        int H = L->hidden, T[nn];
+        const float *x[nn];
+        float *y[nn], *hb[nn], *cb[nn], *pre[nn];
         for (int b = 0; b < n; b++) {
             int Tl[MAX_ENC_LAYERS + 1];
             layer_lengths(m, frames[b], Tl);
             T[b] = Tl[l];
-            if (T[b] > Tmax) Tmax = T[b];
             x[b] = l == 0 ? u[b].x0 : u[b].y[l - 1];
             y[b] = l == m->n_enc - 1 ? out[b] : u[b].y[l];
-            /* Input projection of all of this utterance's frames at once, bias folded in. */
-            rnnt_cpu_gemm_nt(T[b], G, L->input, x[b], L->input, L->w_ih, L->input, 0.0f, u[b].pre, G);
-            for (int t = 0; t < T[b]; t++)
-                for (int j = 0; j < G; j++) u[b].pre[(size_t)t * G + j] += L->bias[j];
+            hb[b] = h + (size_t)b * Hmax;
+            cb[b] = c + (size_t)b * Hmax;
+            pre[b] = u[b].pre;
         }
-        memset(h, 0, sizeof(float) * (size_t)n * H);
-        memset(c, 0, sizeof(float) * (size_t)n * H);
-        for (int t = 0; t < Tmax; t++) {
-            int active = 0;
-            while (active < n && T[order[active]] > t) active++;
-            rnnt_cpu_gemm_nt_rows(active, G, H, h, H, L->w_hh, H, 0.0f, gates, G);
-            for (int r = 0; r < active; r++) {
-                const float *p = u[order[r]].pre + (size_t)t * G;
-                float *g = gates + (size_t)r * G;
-                for (int j = 0; j < G; j++) g[j] += p[j];
-            }
-            rnnt_cpu_lstm_pointwise(m->act, active, H, gates, G, h, H, c, H);
-            for (int r = 0; r < active; r++) memcpy(y[order[r]] + (size_t)t * H, h + (size_t)r * H, sizeof(float) * H);
-        }
+        memset(h, 0, sizeof(float) * (size_t)n * Hmax);
+        memset(c, 0, sizeof(float) * (size_t)n * Hmax);
+        rnnt_cpu_lstm_layer_batch(L, m->act, n, T, x, y, hb, cb, pre, work);
         for (int b = 0; b < n; b++) {
             if (hook) hook(user, l, b, T[b], H, y[b]);
             /* Zero rows up to a multiple of time_stack: the stacked view of the next layer reads them. */
@@ -250,7 +293,7 @@ void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, 
     /* Same arithmetic as one utterance in rnnt_cpu_encode_batch. */
     int H = L->hidden, G = 4 * H;
     float *pre = scratch, *h = pre + (size_t)T * G, *c = h + H, *gates = c + H;
-    rnnt_cpu_gemm_nt(T, G, L->input, x, L->input, L->w_ih, L->input, 0.0f, pre, G);
+    rnnt_cpu_gemm_nt_rows(T, G, L->input, x, L->input, L->w_ih, L->input, 0.0f, pre, G);
     for (int t = 0; t < T; t++)
         for (int j = 0; j < G; j++) pre[(size_t)t * G + j] += L->bias[j];
     memset(h, 0, sizeof(float) * 2 * H);
@@ -267,7 +310,7 @@ void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, 
 void rnnt_cpu_joint_enc_proj(const struct rnnt_model *m, int T, const float *f, float *fp)
 {
     int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
-    rnnt_cpu_gemm_nt(T, J, He, f, He, m->joint_enc_w, He, 0.0f, fp, J);
+    rnnt_cpu_gemm_nt_rows(T, J, He, f, He, m->joint_enc_w, He, 0.0f, fp, J); /* per row: chunk invariant */
     for (int t = 0; t < T; t++)
         for (int j = 0; j < J; j++) fp[(size_t)t * J + j] += m->joint_enc_b[j];
 }

@@ -4,8 +4,11 @@
  * Batch invariance: OpenBLAS may pick a different kernel (and so a different summation order) for
  * different matrix shapes. Every product whose rows are utterances of a batch therefore runs through
  * rnnt_cpu_gemm_nt_rows (cpu_rows.c), where each output is a fixed expression of its own row alone, so
- * the arithmetic for one utterance is the same whatever else shares its batch. GEMMs over one
- * utterance's own frames go to OpenBLAS, shaped by that utterance alone. */
+ * the arithmetic for one utterance is the same whatever else shares its batch. The products over one
+ * utterance's own frames (encoder input projections, the joint's encoder projection) run through it
+ * too: a frame's result then does not depend on how many frames are projected together, which makes a
+ * stream fed in chunks of any size compute exactly what the whole utterance does (OpenBLAS does not
+ * guarantee that: on this project's machine its 1- and 3-row sgemm give other bits for a row). */
 #ifndef RNNT_CPU_OPS_H
 #define RNNT_CPU_OPS_H
 
@@ -50,11 +53,21 @@ size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M);
 void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx,
                         float *h, float *c, float *scratch);
 
+/* One LSTM layer over n utterances, each continuing from its own state: x[b] [rows[b], I] ->
+ * y[b] [rows[b], H]; h[b], c[b] ([H] each) carry the state in and out (zeros for a fresh utterance).
+ * pre[b]: rows[b] * 4H floats of scratch per utterance; work: rnnt_cpu_lstm_layer_batch_work(L, n)
+ * floats. Every row of every product runs through rnnt_cpu_gemm_nt_rows, so an utterance's outputs
+ * and final state depend neither on its batch nor on how its frames were split into calls. */
+size_t rnnt_cpu_lstm_layer_batch_work(const rnnt_lstm_layer *L, int n);
+void rnnt_cpu_lstm_layer_batch(const rnnt_lstm_layer *L, rnnt_lstm_act act, int n, const int *rows,
+                               const float *const *x, float *const *y, float *const *h, float *const *c,
+                               float *const *pre, float *work);
+
 /* Normalisation + frame stacking of one utterance: feats [T, F] -> out [ceil(T/k), kF]. */
 void rnnt_cpu_frontend(const struct rnnt_model *m, const float *feats, int T, float *out);
 
-/* Encoder of n utterances as one batch: per-utterance input projections (one GEMM over each
- * utterance's frames), the recurrence on row chunks over the utterances still running, time stacking
+/* Encoder of n utterances as one batch, layer by layer through rnnt_cpu_lstm_layer_batch from zero
+ * state (input projection of each utterance's frames, the recurrence over the utterances still running), time stacking
  * as a view of zero-padded outputs. out[b] receives [T_enc_b, He] (T_enc from
  * rnnt_model_encoder_frames). scratch: rnnt_cpu_encoder_scratch_batch(m, n, frames) floats.
  * hook, when not NULL, sees each layer's output of each utterance before time stacking. */

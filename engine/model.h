@@ -25,12 +25,12 @@ typedef struct {
     double preemphasis, dither, power, f_min, f_max, log_floor;
     char window[16], mel_scale[16], mel_norm[16];
     int normalize; /* 1 = global mean/std */
-} rnnt_frontend;
+} rnnt_frontend_cfg;
 
 struct rnnt_model {
     rnnt_model_info info;
     char name[72];
-    rnnt_frontend fe;
+    rnnt_frontend_cfg fe;
     int feature_dim, stacking;
     rnnt_lstm_act act;
     int n_enc;

@@ -52,7 +52,7 @@ static rnnt_status read_layers(ydoc *y, yaml_node_t *parent, const char *where, 
     return RNNT_OK;
 }
 
-static rnnt_status read_frontend(ydoc *y, yaml_node_t *root, rnnt_frontend *fe)
+static rnnt_status read_frontend(ydoc *y, yaml_node_t *root, rnnt_frontend_cfg *fe)
 {
     static const char *const keys[] = {"sample_rate", "preemphasis", "dither", "window", "win_length", "hop_length", "n_fft",
                                        "center", "power", "n_mels", "f_min", "f_max", "mel_scale", "mel_norm", "log_floor",
@@ -95,6 +95,10 @@ static rnnt_status read_frontend(ydoc *y, yaml_node_t *root, rnnt_frontend *fe)
     fe->n_fft = (int)nfft;
     fe->n_mels = (int)mels;
     fe->normalize = !strcmp(nz, "global");
+    /* The frontend (frontend.c, and features.py) frames with center false only: a model that says
+     * otherwise would get features unlike its training's from audio, so it does not load. */
+    if (fe->center)
+        return ydoc_error(y, ydoc_get(y, m, "center"), RNNT_ERR_FORMAT, "frontend.center: true is not supported (frames are [i*hop, i*hop+win), center false)");
     if (nfft < win) return ydoc_error(y, ydoc_get(y, m, "n_fft"), RNNT_ERR_FORMAT, "frontend.n_fft: %lld is smaller than win_length %lld", nfft, win);
     if (hop > win) return ydoc_error(y, ydoc_get(y, m, "hop_length"), RNNT_ERR_FORMAT, "frontend.hop_length: %lld is larger than win_length %lld", hop, win);
     if (!(fe->f_min < fe->f_max) || fe->f_max > sr / 2.0)

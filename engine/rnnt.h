@@ -9,6 +9,14 @@
  *                time per runner; use one runner per worker thread.
  *   rnnt_result  the decoding of one utterance (tokens, frames, text); owned by the caller, released
  *                with rnnt_result_clear().
+ *   rnnt_frontend / rnnt_frontend_stream  PCM -> features (below): one frontend per model, shared by
+ *                threads; one stream per utterance and thread.
+ *   rnnt_stream  one utterance decoded while its input arrives (section "Streams" below).
+ *
+ * Thread safety: a model and a frontend are read-only and shareable; a runner or a stream is used by one
+ * thread at a time. FFTW's planner is not thread-safe: the engine serialises its own planning (frontend
+ * creation and release) under a process-wide lock, so a program that also plans FFTs with FFTW itself
+ * must not do so while creating or freeing frontends.
  *
  * Errors: every function that can fail returns an rnnt_status and, when err is not NULL, writes a
  * one-line message into err (at most errlen bytes, always NUL-terminated). Nothing here exits or aborts
@@ -26,6 +34,7 @@
 #define RNNT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +109,10 @@ rnnt_runner_params rnnt_runner_default_params(void);
 rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out,
                                char *err, size_t errlen);
 void rnnt_runner_free(rnnt_runner *r);
+/* Gives back scratch memory grown for an unusually large batch (the CPU backend's workspace beyond
+ * 16 MB; nothing on CUDA, whose buffers are sized at creation). For a runner about to go idle: the
+ * next large batch maps it again. Same thread rules as rnnt_runner_decode. */
+void rnnt_runner_trim(rnnt_runner *r);
 const char *rnnt_runner_backend_name(const rnnt_runner *r); /* "cpu" or "cuda" */
 const char *rnnt_runner_device_name(const rnnt_runner *r);  /* e.g. "NVIDIA H100 80GB HBM3" */
 const rnnt_runner_params *rnnt_runner_get_params(const rnnt_runner *r);
@@ -137,6 +150,132 @@ typedef struct {
 rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results,
                                rnnt_timing *timing, char *err, size_t errlen);
 void rnnt_result_clear(rnnt_result *res);
+
+/* ---- The feature frontend: PCM at the model's sample rate -> log-mel features -------------------
+ * Computes the model's `frontend` block exactly as models/train/features.py does (FORMAT.md): pre-
+ * emphasis, dither (see below), framing with center false (frame i = samples [i*hop, i*hop + win)),
+ * the symmetric window, a zero-padded real FFT of n_fft, |X|^power, the mel filterbank of the model's
+ * scale and norm, ln(max(mel, log_floor)). Normalisation by frontend.mean/std is NOT applied: the
+ * runner applies it, so these features are what a client would send as .npy.
+ *
+ * Handles, split by lifetime:
+ *   rnnt_frontend         the window, filterbank and FFT plan of one model, made once; immutable
+ *                         after creation, so any number of threads and streams may share one. It does
+ *                         not refer to the model after creation.
+ *   rnnt_frontend_stream  one utterance being fed: the samples not yet framed (at most win_length - 1
+ *                         plus the previous sample for pre-emphasis) and scratch. One thread at a time.
+ * Thread safety: FFTW's planner is not thread-safe (only fftwf_execute* is). rnnt_frontend_create and
+ * rnnt_frontend_free take a process-wide engine lock around planning, so engine threads may create and
+ * free frontends at any time; a program that calls FFTW's planner itself must not do so concurrently.
+ * Feeding streams from many threads at once (one stream per thread) is safe.
+ *
+ * Streaming: samples may come in chunks of any size, aligned to the hop or not; the frames are bitwise
+ * the same as feeding the whole utterance at once (a frame depends only on the samples it covers).
+ * Samples left over at the end of an utterance (fewer than win_length after the last frame's start +
+ * hop) make no frame, as in training (center false, no padding).
+ *
+ * Dither (frontend.dither > 0; 0 in every shipped model): Gaussian noise of that standard deviation
+ * is added after pre-emphasis, drawn from a counter-based generator seeded per stream (the n-th sample
+ * of a stream always gets the same noise for a given seed), so results are reproducible and chunking-
+ * invariant; it is not PyTorch's random stream, so such features only match training in distribution.
+ */
+typedef struct rnnt_frontend rnnt_frontend;
+typedef struct rnnt_frontend_stream rnnt_frontend_stream;
+
+rnnt_status rnnt_frontend_create(const rnnt_model *m, rnnt_frontend **out, char *err, size_t errlen);
+void rnnt_frontend_free(rnnt_frontend *fe);
+int rnnt_frontend_dim(const rnnt_frontend *fe);          /* n_mels = the model's feature_dim */
+int rnnt_frontend_sample_rate(const rnnt_frontend *fe);  /* the rate the samples must have */
+int rnnt_frontend_fft_size(const rnnt_frontend *fe);     /* n_fft */
+/* Frames a whole utterance of n samples gives: 0 when n < win_length, else 1 + (n - win_length) / hop. */
+long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n_samples);
+/* The FFT library the engine was built with, e.g. "fftw-3.3.10-sse2-avx" or "kissfft". */
+const char *rnnt_frontend_fft_name(void);
+
+rnnt_status rnnt_frontend_stream_create(const rnnt_frontend *fe, uint64_t dither_seed, rnnt_frontend_stream **out,
+                                        char *err, size_t errlen);
+void rnnt_frontend_stream_free(rnnt_frontend_stream *s);
+/* Forget every sample fed so far: the next sample starts a new utterance. */
+void rnnt_frontend_stream_reset(rnnt_frontend_stream *s);
+/* Frames that feeding n more samples would complete (to size the output of the next feed). */
+long long rnnt_frontend_stream_frames_after(const rnnt_frontend_stream *s, size_t n);
+/* Feed n samples: float samples in [-1, 1] (16-bit PCM / 32768, as in training) or 16-bit PCM.
+ * Writes the frames they complete to out ([frames, n_mels] row-major, at most max_frames rows) and
+ * their count to *n_frames. Non-finite samples (RNNT_ERR_INVALID) or more frames than max_frames
+ * (RNNT_ERR_TOO_LARGE) consume nothing and leave the stream as it was. */
+rnnt_status rnnt_frontend_feed_f32(rnnt_frontend_stream *s, const float *x, size_t n, float *out, long long max_frames,
+                                   int *n_frames, char *err, size_t errlen);
+rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, size_t n, float *out, long long max_frames,
+                                   int *n_frames, char *err, size_t errlen);
+/* A whole utterance: *feats is malloc'd [*frames, n_mels] (NULL when there are no frames; free()).
+ * Uses dither seed 0. Fails with RNNT_ERR_TOO_LARGE past max_frames frames (0 = no limit but INT_MAX). */
+rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats,
+                                      int *frames, char *err, size_t errlen);
+/* ---- Streams (issue 13): decoding while the input arrives ---------------------------------------
+ *
+ *   rnnt_stream  the state of one utterance being decoded as its input arrives: each encoder layer's
+ *                state, the frame- and time-stacking remainders, the predictor state, the decoder's
+ *                frame (a big-blank skip past the input so far carries over), the tokens so far.
+ *                Created for one model, lives as long as the utterance.
+ *
+ *   rnnt_stream *s; rnnt_stream_create(m, &s, err, sizeof err);
+ *   while (chunk arrives) {
+ *       rnnt_stream_accept_features(s, feats, n_frames, feature_dim, 0, err, sizeof err);
+ *       rnnt_runner_advance_streams(r, n, streams, NULL, err, sizeof err);  // many streams at once
+ *       rnnt_stream_get_result(s, &partial, err, sizeof err);              // tokens and text so far
+ *   }
+ *   rnnt_stream_input_finished(s, ...); rnnt_runner_advance_streams(r, 1, &s, ...);
+ *   rnnt_stream_get_result(s, &final, ...);  // rnnt_stream_is_final(s) == 1
+ *   rnnt_stream_free(s);
+ *
+ * Chunk invariance: however the input is split into calls (one frame at a time, any sizes, any other
+ * streams in the same advance), the final tokens and frames are those rnnt_runner_decode gives for the
+ * whole utterance. A token is emitted only from encoder frames that exist: with frame or time
+ * stacking, the last partial group waits for more input or for the end of input (then zero-padded, as
+ * the whole utterance is).
+ *
+ * Thread safety: a stream is used by one thread at a time (feeding, advancing, reading its result
+ * must not overlap: the caller serialises them); different streams are independent. Any runner of the
+ * stream's model may advance it, one call after another (the CPU backend keeps the state in host
+ * memory). The model must outlive its streams. Audio input will come through a frontend the stream
+ * owns (with the audio frontend); features are the input today.
+ *
+ * The CPU backend advances streams; the CUDA backend answers RNNT_ERR_UNSUPPORTED for now. */
+typedef struct rnnt_stream rnnt_stream;
+
+rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err, size_t errlen);
+void rnnt_stream_free(rnnt_stream *s);
+/* Append frames x feature_dim floats (row-major, not normalised, as rnnt_input). feature_dim must be
+ * the model's; every value must be finite (checked unless finite_checked); frames may be 0. Refused
+ * (RNNT_ERR_INVALID, the stream unchanged) after rnnt_stream_input_finished; RNNT_ERR_TOO_LARGE when
+ * more than an hour of input (360,000 frames) would wait unadvanced. */
+rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
+                                        int finite_checked, char *err, size_t errlen);
+/* No more input: the next advance encodes the last partial groups and decodes to the end. */
+rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
+/* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and
+ * not yet all decoded. */
+int rnnt_stream_ready(const rnnt_stream *s);
+/* 1 when the input is finished and all of it decoded, or decoding stopped on a non-finite joint
+ * output (status RNNT_ERR_NUMERIC; further features are refused with that status): the result from
+ * rnnt_stream_get_result is final. */
+int rnnt_stream_is_final(const rnnt_stream *s);
+/* Input frames accepted but not yet encoded. */
+int rnnt_stream_pending_frames(const rnnt_stream *s);
+
+/* Advance n (1..max_batch) distinct streams of the runner's model by one chunk each, as one batch:
+ * every stream's pending input (up to the runner's max_frames frames of it) is encoded, and every
+ * encoder frame that exists is decoded. Streams with nothing to do may be passed (they cost nothing);
+ * streams may have different amounts of input. On an error return no stream has changed. A stream
+ * whose joint output turns non-finite stops (final, status RNNT_ERR_NUMERIC in its result, no text);
+ * the others go on. timing may be NULL. */
+rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
+                                        char *err, size_t errlen);
+
+/* The result so far (tokens, frames, text, encoder_frames decoded so far, status), as a copy owned by
+ * the caller (res: zeroed or cleared beforehand; release with rnnt_result_clear). A partial result
+ * only grows: later chunks append tokens. Final once rnnt_stream_is_final(s). */
+rnnt_status rnnt_stream_get_result(const rnnt_stream *s, rnnt_result *res, char *err, size_t errlen);
 
 /* 1 when the engine was built with the CUDA backend and at least one device is usable. */
 int rnnt_cuda_available(void);

@@ -15,7 +15,16 @@
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
- *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s */
+ *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
+ *   RNNT_CUDA_DECODE=fused   the whole decoding loop in one kernel (cu_dec_fused.h); slots per block:
+ *                            RNNT_CUDA_DEC_GROUP=1|2|4|8 (default 4)
+ *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
+ *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
+ *                            process-wide)
+ *   RNNT_CUDA_STAGE_THREADS=n host threads that help stage a batch's features (cu_stage.h; default
+ *                            min(3, CPUs / 4); 0 none)
+ *   RNNT_CUDA_STAGE_CHUNK=b  bytes per staging chunk and transfer (default 2 MiB; helpers join from
+ *                            two chunks on) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,14 +122,25 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     ep.persist = !pe ? 0 : strcmp(pe, "1") == 0 ? 1 : strcmp(pe, "0") == 0 ? -1 : 0; /* 0: by max_batch */
     const char *fu = getenv("RNNT_CUDA_FUSED");
     ep.fused = fu && strcmp(fu, "1") == 0;
+    const char *st = getenv("RNNT_CUDA_STAGE_THREADS");
+    if (st && *st) ep.stage_helpers = atoi(st) > 0 ? atoi(st) : -1;
+    const char *sc = getenv("RNNT_CUDA_STAGE_CHUNK");
+    if (sc && atol(sc) > 0) ep.stage_chunk = (size_t)atol(sc);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
     const char *mp = getenv("RNNT_CUDA_MAPPED");
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
                                !(mp && strcmp(mp, "0") == 0), &b->dec, err, errlen));
+    const char *pr = getenv("RNNT_CUDA_PRED_ROWS");
+    cu_pred_set_rows_at_once(pr && atoi(pr) > 0 ? atoi(pr) : CU_PRED_ROWS_DEFAULT); /* each runner sets it */
+    const char *du = getenv("RNNT_CUDA_DECODE_UNROLL");
+    if (du && atoi(du) > 0) cu_decoder_set_unroll(b->dec, atoi(du));
     const char *dm = getenv("RNNT_CUDA_DECODE");
     b->mode = CU_DEC_WHILE;
     if (dm && strcmp(dm, "host") == 0) b->mode = CU_DEC_HOST;
     if (dm && strcmp(dm, "profile") == 0) b->mode = CU_DEC_PROFILE;
+    if (dm && strcmp(dm, "fused") == 0) b->mode = CU_DEC_FUSED;
+    const char *dg = getenv("RNNT_CUDA_DEC_GROUP");
+    if (dg && atoi(dg) > 0) cu_decoder_set_group(b->dec, atoi(dg));
     b->feats = (const float **)calloc((size_t)p->max_batch, sizeof(float *));
     b->frames = (int *)calloc((size_t)p->max_batch, sizeof(int));
     if (!b->feats || !b->frames) return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
@@ -219,7 +239,7 @@ rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, r
 extern "C" {
 
 extern const rnnt_backend_ops rnnt_backend_cuda;
-const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode};
+const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, nullptr}; /* no streams yet */
 
 int rnnt_cuda_device_count(void)
 {

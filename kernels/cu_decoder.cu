@@ -1,6 +1,8 @@
 /* cu_decoder.cu — decode state, the step kernels' sequence, the WHILE graph (see cu_decoder.h). */
 #include "cu_decoder.h"
 
+#include "cu_dec_fused.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +36,8 @@ struct cu_decoder {
     const char *note;
     dgraph graphs[8];
     int n_graphs;
+    int unroll;          /* decoding steps per WHILE iteration */
+    int group;           /* slots per block of the fused loop */
     cudaEvent_t ev[4];
 };
 
@@ -178,6 +182,8 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     }
     free(o_h);
     d->forced = CU_DEC_WHILE;
+    d->unroll = CU_DEC_UNROLL_DEFAULT;
+    d->group = CU_DEC_GROUP_DEFAULT;
     *out = d;
     return RNNT_OK;
 }
@@ -234,7 +240,8 @@ static rnnt_status build_while(cu_decoder *d, int nb, const int *t_enc_dev, cons
     CU_TRY(cudaGraphAddNode(&n_loop, g, &n_pro, NULL, 1, &cp));
     cudaGraph_t body = cp.conditional.phGraph_out[0];
     CU_TRY(cudaStreamBeginCaptureToGraph(d->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
-    rnnt_status st = enqueue_step(d, nb, fstride_dev, fproj, 1, cond, err, errlen);
+    rnnt_status st = RNNT_OK;
+    for (int u = 0; u < d->unroll && st == RNNT_OK; u++) st = enqueue_step(d, nb, fstride_dev, fproj, 1, cond, err, errlen);
     ce = cudaStreamEndCapture(d->s, &body_cap);
     if (st != RNNT_OK) return st;
     CU_TRY(ce);
@@ -332,12 +339,64 @@ static rnnt_status run_host(cu_decoder *d, int nb, const int *t_enc_dev, const i
     return RNNT_OK;
 }
 
+static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *fproj, cu_dec_fused_net *net)
+{
+    const cu_weights *w = d->w;
+    memset(net, 0, sizeof *net);
+    net->n_pred = w->n_pred;
+    for (int l = 0; l < w->n_pred && l < CU_DEC_FUSED_MAX_PRED; l++) {
+        const cu_lstm_w *L = &w->pred[l];
+        cu_dec_fused_layer *F = &net->L[l];
+        F->w_ih = L->w_ih;
+        F->w_hh = L->w_hh;
+        F->bias = L->bias;
+        F->I = l == 0 ? w->E : w->pred[l - 1].hidden;
+        F->ld_ih = L->in_w;
+        F->H = L->hidden;
+        F->ld_hh = L->hp;
+        F->h = d->ph[l];
+        F->hpar = (size_t)d->bcap * L->hp;
+        F->ldh = L->hp;
+        F->c = d->pc[l];
+        F->ldc = L->hp;
+    }
+    net->emb = w->emb;
+    net->ld_emb = w->ep;
+    net->wp = w->jpred_w;
+    net->ldwp = w->hpp;
+    net->jb = w->jbias;
+    net->J = w->J;
+    net->gp = d->gp;
+    net->ldg = w->jp;
+    net->wout = w->jout_w;
+    net->ldw = w->jp;
+    net->bout = w->jout_b;
+    net->n_out = w->n_out;
+    net->fproj = fproj;
+    net->ldf = w->jp;
+    net->fstride_dev = fstride_dev;
+}
+
+void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
+
 rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
                            const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
                            size_t errlen)
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
+    if (mode == CU_DEC_FUSED) {
+        cu_dec_fused_net net;
+        fused_net(d, fstride_dev, fproj, &net);
+        int g = cu_dec_fused_group(&net, d->group);
+        if (g > 0) {
+            RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            RNNT_TRY(cu_dec_fused(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, g, d->rule, d->st, &net, err, errlen));
+            return enqueue_results(d, nb, err, errlen);
+        }
+        d->note = "fused decoding does not fit this model; WHILE graph";
+        mode = CU_DEC_WHILE;
+    }
     if (mode == CU_DEC_WHILE && d->forced == CU_DEC_HOST) mode = CU_DEC_HOST;
     if (mode == CU_DEC_WHILE) {
         cudaGraphExec_t x;
@@ -355,6 +414,15 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
     *(volatile int *)d->h_active = 1;
     return run_host(d, nb, t_enc_dev, fstride_dev, fproj, mode == CU_DEC_PROFILE, prof, err, errlen);
 }
+
+void cu_decoder_set_unroll(cu_decoder *d, int unroll)
+{
+    d->unroll = unroll < 1 ? 1 : unroll > CU_DEC_MAX_UNROLL ? CU_DEC_MAX_UNROLL : unroll;
+    for (int i = 0; i < d->n_graphs; i++) cudaGraphExecDestroy(d->graphs[i].exec);
+    d->n_graphs = 0;
+}
+
+int cu_decoder_unroll(const cu_decoder *d) { return d->unroll; }
 
 cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note)
 {

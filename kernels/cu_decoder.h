@@ -8,14 +8,15 @@
  * Modes: CU_DEC_WHILE (the above), CU_DEC_HOST (the same step kernels launched from the host, which
  * checks for the end every `poll` steps: the fallback when conditional nodes are unavailable), and
  * CU_DEC_PROFILE (host loop with events around each phase: the time split, at the cost of a sync per
- * step). All modes run the same kernels and give the same results. One thread at a time. */
+ * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
+ * functions). All modes give the same results. One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
 
 #include "cu_kernels.h"
 #include "cu_weights.h"
 
-typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2 } cu_dec_mode;
+typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3 } cu_dec_mode;
 
 typedef struct cu_decoder cu_decoder;
 
@@ -37,6 +38,18 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
                            const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
                            size_t errlen);
 cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note);
+
+/* Decoding steps per iteration of the WHILE graph's body (1..CU_DEC_MAX_UNROLL; default
+ * CU_DEC_UNROLL_DEFAULT): the condition is tested once per iteration, so the conditional node's cost
+ * (~4.5 us per iteration on the H100) is paid once per `unroll` steps; the up to unroll - 1 steps after
+ * the last utterance ends change nothing (as the host loop's steps between polls). Drops cached graphs. */
+#define CU_DEC_MAX_UNROLL 8
+#define CU_DEC_UNROLL_DEFAULT 4
+void cu_decoder_set_unroll(cu_decoder *d, int unroll);
+/* Slots per block of CU_DEC_FUSED (1, 2, 4 or 8; default CU_DEC_GROUP_DEFAULT; cut to what fits). */
+#define CU_DEC_GROUP_DEFAULT 4
+void cu_decoder_set_group(cu_decoder *d, int group);
+int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
  * status 0 = ok, 1 = non-finite joint output, 2 = loop overran its bound (a bug). */

@@ -7,6 +7,7 @@
 #include "cu_gemm.h"
 #include "cu_kernels.h"
 #include "cu_persist.h"
+#include "cu_stage.h"
 
 namespace {
 
@@ -37,10 +38,18 @@ struct cu_encoder {
     float *raw;
     void *x0, *y[2], *xproj, *hs;
     float *hproj, *c, *fproj;
-    /* pinned staging: meta then raw, uploaded in one copy */
+    /* pinned staging: meta then raw (the same layout as meta and raw on the device), filled by the
+     * stager and sent on the copy stream cs; ev_in: the point on s after which the device input may be
+     * overwritten; ev_up: the transfers are done (and the pinned buffer free again) */
     int *h_meta;
     float *h_raw;
     size_t meta_ints, raw_used;
+    cu_stager *stager;
+    cudaStream_t cs;
+    cudaEvent_t ev_in, ev_up;
+    int up_recorded;
+    const float **seg_src; /* [max_batch] */
+    size_t *seg_bytes;     /* [max_batch] */
     /* batch */
     cu_encoder_batch batch;
     int *h_tenc;          /* [max_batch] */
@@ -94,7 +103,9 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->cache = (graph_entry *)calloc((size_t)e->cache_cap, sizeof(graph_entry));
     e->h_tenc = (int *)calloc((size_t)p->max_batch, sizeof(int));
     e->persist = (char *)calloc((size_t)w->n_enc, 1);
-    if (!e->tmax || !e->cache || !e->h_tenc || !e->persist) {
+    e->seg_src = (const float **)calloc((size_t)p->max_batch, sizeof(float *));
+    e->seg_bytes = (size_t *)calloc((size_t)p->max_batch, sizeof(size_t));
+    if (!e->tmax || !e->cache || !e->h_tenc || !e->persist || !e->seg_src || !e->seg_bytes) {
         cu_encoder_free(e);
         return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
     }
@@ -188,6 +199,19 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->hbuf_bytes = hb_bytes;
     e->hs2 = a + o_hs2;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
+    rnnt_status st = RNNT_OK;
+    ce = cudaStreamCreateWithFlags(&e->cs, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_in, cudaEventDisableTiming);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
+    if (ce != cudaSuccess)
+        st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
+    if (st == RNNT_OK)
+        st = cu_stager_create(p->stage_helpers == 0 ? -1 : p->stage_helpers < 0 ? 0 : p->stage_helpers, p->stage_chunk,
+                              &e->stager, err, errlen);
+    if (st != RNNT_OK) {
+        cu_encoder_free(e);
+        return st;
+    }
     *out = e;
     return RNNT_OK;
 }
@@ -195,13 +219,20 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
 void cu_encoder_free(cu_encoder *e)
 {
     if (!e) return;
+    if (e->cs) cudaStreamSynchronize(e->cs); /* transfers still reading the pinned buffer */
+    cu_stager_free(e->stager);
     for (int i = 0; i < e->cache_n; i++) cudaGraphExecDestroy(e->cache[i].exec);
+    if (e->ev_in) cudaEventDestroy(e->ev_in);
+    if (e->ev_up) cudaEventDestroy(e->ev_up);
+    if (e->cs) cudaStreamDestroy(e->cs);
     if (e->arena) cudaFree(e->arena);
     if (e->h_meta) cudaFreeHost(e->h_meta);
     free(e->tmax);
     free(e->persist);
     free(e->cache);
     free(e->h_tenc);
+    free(e->seg_src);
+    free(e->seg_bytes);
     free(e);
 }
 
@@ -221,12 +252,15 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     }
     int nb = cu_round_up_i(n, 8);
     int tb = cu_round_up_i(maxT, e->quantum);
+    /* the previous batch's transfers read the pinned buffer until they are done */
+    if (e->up_recorded) CU_TRY(cudaEventSynchronize(e->ev_up));
     memset(e->h_meta, 0, e->meta_ints * 4);
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         meta_off(e, e->h_meta)[i] = (int)used;
         meta_frames(e, e->h_meta)[i] = frames[i];
-        if (frames[i] > 0) memcpy(e->h_raw + used * w->F, feats[i], (size_t)frames[i] * w->F * sizeof(float));
+        e->seg_src[i] = feats[i];
+        e->seg_bytes[i] = frames[i] > 0 ? (size_t)frames[i] * w->F * sizeof(float) : 0;
         used += (size_t)frames[i];
         int t = (frames[i] + w->k - 1) / w->k;
         for (int l = 0; l < w->n_enc; l++) {
@@ -240,6 +274,16 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     for (int l = 0; l < w->n_enc; l++) t_enc /= w->enc[l].time_stack;
     e->h_meta[0] = t_enc;
     e->raw_used = used;
+    /* Transfers on cs, after everything enqueued on s so far (it may still read the device input);
+     * meta first, then raw chunk by chunk as the host copy finishes them. */
+    CU_TRY(cudaEventRecord(e->ev_in, e->s));
+    CU_TRY(cudaStreamWaitEvent(e->cs, e->ev_in, 0));
+    CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, e->meta_ints * 4, cudaMemcpyHostToDevice, e->cs));
+    rnnt_status st = cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw, e->raw,
+                                    e->cs, err, errlen);
+    CU_TRY(cudaEventRecord(e->ev_up, e->cs));
+    e->up_recorded = 1;
+    RNNT_TRY(st);
     cu_encoder_batch *b = &e->batch;
     b->n = n;
     b->nb = nb;
@@ -361,10 +405,8 @@ static rnnt_status get_graph(cu_encoder *e, int nb, int tb, cudaGraphExec_t *out
 
 rnnt_status cu_encoder_upload(cu_encoder *e, char *err, size_t errlen)
 {
-    size_t meta_bytes = cu_round_up(e->meta_ints * 4, 256);
-    /* meta and raw are adjacent on both sides (see create): one copy */
-    size_t bytes = meta_bytes + e->raw_used * e->w->F * sizeof(float);
-    CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, bytes, cudaMemcpyHostToDevice, e->s));
+    /* the transfers were enqueued on cs by cu_encoder_stage */
+    if (e->up_recorded) CU_TRY(cudaStreamWaitEvent(e->s, e->ev_up, 0));
     return RNNT_OK;
 }
 
@@ -411,3 +453,5 @@ size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
 int cu_encoder_fused_steps(const cu_encoder *e) { return e->fused_bt > 0; }
+int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }
+size_t cu_encoder_stage_chunk(const cu_encoder *e) { return cu_stager_chunk(e->stager); }

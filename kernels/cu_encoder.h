@@ -27,6 +27,9 @@ typedef struct {
                         every batch of a runner takes the same path. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
+    int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
+                          (min(3, CPUs / 4)), -1 none, n > 0 that many */
+    size_t stage_chunk; /* bytes per staging chunk and transfer (0: CU_STAGE_CHUNK_DEFAULT) */
 } cu_encoder_params;
 
 typedef struct cu_encoder cu_encoder;
@@ -35,13 +38,16 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
                               const cu_encoder_params *p, cu_encoder **out, char *err, size_t errlen);
 void cu_encoder_free(cu_encoder *e);
 
-/* Stage n utterances (feats[i]: frames[i] x F floats) into pinned memory and choose the bucket; then
- * cu_encoder_run enqueues the upload and the encoder, cu_encoder_joint_proj the joint projection. */
+/* Stage n utterances (feats[i]: frames[i] x F floats) into pinned memory and choose the bucket; the
+ * transfers to the device start on the encoder's own copy stream while the host copy goes on (after
+ * the work already enqueued on the encoder's stream, which may still read the device input). Then
+ * cu_encoder_run makes the stream wait for the transfers and enqueues the encoder,
+ * cu_encoder_joint_proj the joint projection. */
 rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, const int *frames, char *err,
                              size_t errlen);
 rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen);
-/* The two halves of cu_encoder_run: the upload of the staged batch, and the encoder over the uploaded
- * batch (a graph replay; benchmarks time this part alone). */
+/* The two halves of cu_encoder_run: the stream's wait for the staged batch's transfers, and the
+ * encoder over the uploaded batch (a graph replay; benchmarks time this part alone). */
 rnnt_status cu_encoder_upload(cu_encoder *e, char *err, size_t errlen);
 rnnt_status cu_encoder_compute(cu_encoder *e, char *err, size_t errlen);
 rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen);
@@ -63,6 +69,9 @@ size_t cu_encoder_device_bytes(const cu_encoder *e);
 /* Number of layers whose recurrence runs as a persistent kernel; whether steps use the fused kernel. */
 int cu_encoder_persistent_layers(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
+/* Staging threads beside the caller, and bytes per staging chunk. */
+int cu_encoder_stage_helpers(const cu_encoder *e);
+size_t cu_encoder_stage_chunk(const cu_encoder *e);
 /* Layer outputs of the last run (dev pointer to [nb][T_l][hp_l] of layer l), for the stage tests; only
  * the last two layers' outputs survive (ping-pong buffers). */
 const void *cu_encoder_layer_out(const cu_encoder *e, int l);

@@ -5,42 +5,12 @@
  * every lane the bitwise same sum since IEEE addition commutes). So a row's result never depends on
  * which other rows share its launch. */
 #include "cu_kernels.h"
+#include "cu_device.cuh"
 
 #include <cub/block/block_scan.cuh>
 #include <math.h>
 
 namespace {
-
-constexpr int kWarps = 8; /* warps per block of the row kernels */
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-template <bool HARD>
-__device__ __forceinline__ float gate_sig(float x)
-{
-    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
-}
-template <bool HARD>
-__device__ __forceinline__ float gate_tanh(float x)
-{
-    return HARD ? cu_hardtanh(x) : tanhf(x);
-}
-
-/* c' = f c + i g; h' = o phi(c'), without contraction (as the CPU twin computes it). */
-template <bool HARD>
-__device__ __forceinline__ void lstm_cell(const float a[4], float c_prev, float *c_out, float *h_out)
-{
-    float i = gate_sig<HARD>(a[0]), f = gate_sig<HARD>(a[1]), g = gate_tanh<HARD>(a[2]);
-    float o = gate_sig<HARD>(a[3]);
-    float c = __fadd_rn(__fmul_rn(f, c_prev), __fmul_rn(i, g));
-    *c_out = c;
-    *h_out = __fmul_rn(o, gate_tanh<HARD>(c));
-}
 
 /* ---------------------------------------------------------------- frontend */
 
@@ -197,20 +167,13 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
     int stride = fstride_dev ? *fstride_dev : fstride;
     const float *f = fproj + ((size_t)b * stride + tix[b]) * ldf;
     const float *g = gp + (size_t)b * ldg;
-    for (int j = threadIdx.x; j < J; j += blockDim.x) {
-        float v = __fadd_rn(f[j], g[j]);
-        hid[j] = RELU ? (v != v ? v : (v > 0.0f ? v : 0.0f)) : tanhf(v);
-    }
+    for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
     __syncthreads();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float best = -INFINITY;
     int bi = n_out, bad = 0;
     for (int o = warp; o < n_out; o += kWarps) {
-        const S *wr = wout + (size_t)o * ldw;
-        float s = 0.0f;
-        for (int j = lane; j < J; j += 32) s = fmaf(cu_ld(&wr[j]), hid[j], s);
-        s = warp_sum(s);
-        float z = __fadd_rn(s, bout[o]);
+        float z = joint_logit(wout + (size_t)o * ldw, hid, J, lane, bout[o]);
         if (!isfinite(z))
             bad = 1;
         else if (z > best) { /* o ascends: a tie keeps the lower index */
@@ -241,7 +204,8 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
 
 /* ---------------------------------------------------------------- predictor */
 
-template <typename S, bool HARD>
+/* k_pred_layer / k_pred_proj: RB rows at a time (pred_layer_rows / pred_proj_rows, cu_device.cuh). */
+template <typename S, bool HARD, int RB>
 __global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
                              const int *__restrict__ e, const int *__restrict__ k, const S *__restrict__ xemb,
                              const S *__restrict__ xh, size_t xpar, int ldx, int I, const S *__restrict__ w_ih,
@@ -254,35 +218,24 @@ __global__ void k_pred_layer(int rows_per_block, const int *__restrict__ emit, c
     int j = blockIdx.x * kWarps + warp;
     if (r0 >= n || j >= H) return; /* warp-uniform; no block barrier below */
     int r1 = min(n, r0 + rows_per_block);
-    for (int r = r0; r < r1; r++) {
-        int b = emit[r], eb = e[b];
-        const S *x = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
-        const S *hold = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int q = lane; q < I; q += 32) {
-            float xv = cu_ld(&x[q]);
+    const S *wi[4], *wh[4];
 #pragma unroll
-            for (int g = 0; g < 4; g++) acc[g] = fmaf(cu_ld(&w_ih[(size_t)(g * H + j) * ld_ih + q]), xv, acc[g]);
-        }
-        for (int q = lane; q < H; q += 32) {
-            float hv = cu_ld(&hold[q]);
-#pragma unroll
-            for (int g = 0; g < 4; g++) acc[g] = fmaf(cu_ld(&w_hh[(size_t)(g * H + j) * ld_hh + q]), hv, acc[g]);
-        }
-        float a[4];
-#pragma unroll
-        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[g]), bias[g * H + j]);
-        if (lane == 0) {
-            float *cp = c + (size_t)b * ldc + j;
-            float cn, hn;
-            lstm_cell<HARD>(a, *cp, &cn, &hn);
-            *cp = cn;
-            cu_st(&h[(size_t)(eb & 1) * hpar + (size_t)b * ldh + j], hn);
-        }
+    for (int g = 0; g < 4; g++) {
+        wi[g] = w_ih + (size_t)(g * H + j) * ld_ih;
+        wh[g] = w_hh + (size_t)(g * H + j) * ld_hh;
+    }
+    for (int r = r0; r < r1; r += RB) {
+        int nr = min(RB, r1 - r);
+        if (RB > 1 && nr == 1)
+            pred_layer_rows<S, HARD, 1>(1, emit + r, e, k, xemb, xh, xpar, ldx, I, wi, wh, bias, H, j, lane, h, hpar,
+                                        ldh, c, ldc);
+        else
+            pred_layer_rows<S, HARD, RB>(nr, emit + r, e, k, xemb, xh, xpar, ldx, I, wi, wh, bias, H, j, lane, h,
+                                         hpar, ldh, c, ldc);
     }
 }
 
-template <typename S>
+template <typename S, int RB>
 __global__ void k_pred_proj(int rows_per_block, const int *__restrict__ emit, const int *__restrict__ count,
                             const int *__restrict__ e, const S *__restrict__ h, size_t hpar, int ldh, int Hl,
                             const S *__restrict__ w, int ldw, const float *__restrict__ jb, int J,
@@ -295,13 +248,13 @@ __global__ void k_pred_proj(int rows_per_block, const int *__restrict__ emit, co
     if (r0 >= n || o >= J) return;
     int r1 = min(n, r0 + rows_per_block);
     const S *wr = w + (size_t)o * ldw;
-    for (int r = r0; r < r1; r++) {
-        int b = emit[r];
-        const S *g = h + (size_t)(e[b] & 1) * hpar + (size_t)b * ldh;
-        float s = 0.0f;
-        for (int q = lane; q < Hl; q += 32) s = fmaf(cu_ld(&wr[q]), cu_ld(&g[q]), s);
-        s = warp_sum(s);
-        if (lane == 0) gp[(size_t)b * ldg + o] = __fadd_rn(s, jb[o]);
+    float bo = jb[o];
+    for (int r = r0; r < r1; r += RB) {
+        int nr = min(RB, r1 - r);
+        if (RB > 1 && nr == 1)
+            pred_proj_rows<S, 1>(1, emit + r, e, h, hpar, ldh, Hl, wr, bo, o, lane, gp, ldg);
+        else
+            pred_proj_rows<S, RB>(nr, emit + r, e, h, hpar, ldh, Hl, wr, bo, o, lane, gp, ldg);
     }
 }
 
@@ -348,43 +301,7 @@ __global__ void __launch_bounds__(kUpdThreads) k_dec_update(int nb, cu_dec_rule 
         int b = b0 + threadIdx.x;
         int emits = 0, live = 0;
         if (b < nb && !st.done[b]) {
-            int kk = st.k[b], t = st.t[b], T = st.t_enc[b];
-            st.steps[b] += 1;
-            if (overrun) {
-                st.status[b] = 2;
-                t = T;
-            } else if (kk < 0) {
-                st.status[b] = 1; /* non-finite joint output at frame t */
-                t = T;
-            } else if (kk < rule.V) {
-                int n = st.n_tok[b];
-                if (n < st.cap) {
-                    st.tokens[(size_t)b * st.cap + n] = kk;
-                    st.frames[(size_t)b * st.cap + n] = t;
-                }
-                st.n_tok[b] = n + 1;
-                st.e[b] += 1;
-                emits = 1;
-                int lab = st.labels[b] + 1;
-                if (lab == rule.max_symbols) {
-                    t += 1;
-                    lab = 0;
-                }
-                st.labels[b] = lab;
-            } else if (kk == rule.blank) {
-                t += 1;
-                st.labels[b] = 0;
-            } else {
-                int d = rule.durations[rule.blank - 1 - kk];
-                int land = min(t + d, T);
-                st.skipped[b] += land - t - 1;
-                t += d;
-                st.labels[b] = 0;
-            }
-            st.t[b] = t;
-            if (t >= T) st.done[b] = 1;
-            live = t < T;
-            emits = emits && live;
+            dec_rule_slot(rule, st, b, overrun, &emits, &live);
         }
         int pos, total;
         scan_t(tmp).ExclusiveSum(emits, pos, total);
@@ -523,6 +440,18 @@ rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act
  * each block reuses its weight rows (from L1) over several utterances. */
 static int pred_rows_per_block(int max_rows) { return max_rows >= 64 ? 8 : (max_rows >= 16 ? 4 : 2); }
 
+/* Rows taken at a time by the predictor kernels: all of a block's rows (2, 4 or 8), at most
+ * g_pred_rows_max (cu_pred_set_rows_at_once; CU_PRED_ROWS_DEFAULT = 4: 8 rows take 136 registers a
+ * thread, one block per SM, and measured slower at batch 256, kernels/dev/NOTES.md). The bits do not
+ * depend on it. */
+static int g_pred_rows_max = CU_PRED_ROWS_DEFAULT;
+void cu_pred_set_rows_at_once(int rows) { g_pred_rows_max = rows >= 8 ? 8 : rows >= 4 ? 4 : rows >= 2 ? 2 : 1; }
+static int pred_rows_at_once(int max_rows, int rpb)
+{
+    int r = max_rows <= 1 ? 1 : rpb;
+    return r < g_pred_rows_max ? r : g_pred_rows_max;
+}
+
 rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, int max_rows, const int *emit,
                           const int *count, const int *e, const int *k, const void *xemb, const void *xh,
                           size_t xpar, int ldx, int I, const void *w_ih, int ld_ih, const void *w_hh,
@@ -530,17 +459,25 @@ rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, i
                           int ldc, char *err, size_t errlen)
 {
     if (max_rows <= 0) return RNNT_OK;
-    int rpb = pred_rows_per_block(max_rows);
+    int rpb = pred_rows_per_block(max_rows), rb = pred_rows_at_once(max_rows, rpb);
     dim3 grid((unsigned)cu_div_up(H, kWarps), (unsigned)cu_div_up(max_rows, rpb));
-#define RNNT_PL(S, HARD)                                                                                \
-    k_pred_layer<S, HARD><<<grid, kWarps * 32, 0, stream>>>(                                            \
+#define RNNT_PL(S, HARD, RB)                                                                            \
+    k_pred_layer<S, HARD, RB><<<grid, kWarps * 32, 0, stream>>>(                                        \
         rpb, emit, count, e, k, (const S *)xemb, (const S *)xh, xpar, ldx, I, (const S *)w_ih, ld_ih,   \
         (const S *)w_hh, ld_hh, bias, H, (S *)h, hpar, ldh, c, ldc)
+#define RNNT_PL_RB(S, HARD)                                                                             \
+    do {                                                                                                \
+        if (rb == 1) RNNT_PL(S, HARD, 1);                                                               \
+        else if (rb == 2) RNNT_PL(S, HARD, 2);                                                          \
+        else if (rb == 4) RNNT_PL(S, HARD, 4);                                                          \
+        else RNNT_PL(S, HARD, 8);                                                                       \
+    } while (0)
     if (dt == CU_F16) {
-        if (act == RNNT_ACT_HARD) RNNT_PL(__half, true); else RNNT_PL(__half, false);
+        if (act == RNNT_ACT_HARD) RNNT_PL_RB(__half, true); else RNNT_PL_RB(__half, false);
     } else {
-        if (act == RNNT_ACT_HARD) RNNT_PL(float, true); else RNNT_PL(float, false);
+        if (act == RNNT_ACT_HARD) RNNT_PL_RB(float, true); else RNNT_PL_RB(float, false);
     }
+#undef RNNT_PL_RB
 #undef RNNT_PL
     CU_TRY_LAUNCH();
     return RNNT_OK;
@@ -551,14 +488,21 @@ rnnt_status cu_pred_proj(cudaStream_t stream, cu_dtype dt, int max_rows, const i
                          const float *jb, int J, float *gp, int ldg, char *err, size_t errlen)
 {
     if (max_rows <= 0) return RNNT_OK;
-    int rpb = pred_rows_per_block(max_rows);
+    int rpb = pred_rows_per_block(max_rows), rb = pred_rows_at_once(max_rows, rpb);
     dim3 grid((unsigned)cu_div_up(J, kWarps), (unsigned)cu_div_up(max_rows, rpb));
-    if (dt == CU_F16)
-        k_pred_proj<__half><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const __half *)h, hpar, ldh,
-                                                              Hl, (const __half *)w, ldw, jb, J, gp, ldg);
-    else
-        k_pred_proj<float><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const float *)h, hpar, ldh,
-                                                             Hl, (const float *)w, ldw, jb, J, gp, ldg);
+#define RNNT_PP(S, RB)                                                                                  \
+    k_pred_proj<S, RB><<<grid, kWarps * 32, 0, stream>>>(rpb, emit, count, e, (const S *)h, hpar, ldh, Hl, \
+                                                         (const S *)w, ldw, jb, J, gp, ldg)
+#define RNNT_PP_RB(S)                                                                                   \
+    do {                                                                                                \
+        if (rb == 1) RNNT_PP(S, 1);                                                                     \
+        else if (rb == 2) RNNT_PP(S, 2);                                                                \
+        else if (rb == 4) RNNT_PP(S, 4);                                                                \
+        else RNNT_PP(S, 8);                                                                             \
+    } while (0)
+    if (dt == CU_F16) RNNT_PP_RB(__half); else RNNT_PP_RB(float);
+#undef RNNT_PP_RB
+#undef RNNT_PP
     CU_TRY_LAUNCH();
     return RNNT_OK;
 }

@@ -77,6 +77,12 @@ rnnt_status cu_pred_layer(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, i
 
 /* Joint predictor projection for the same rows: gp[b][n] = W_pred[n] · g + jb[n], n < J, with g the
  * new top-layer h (parity e[b]&1, width Hl). */
+/* Rows the predictor kernels take at once, at most (1, 2, 4 or 8; default CU_PRED_ROWS_DEFAULT; the
+ * results do not depend on it). Process-wide: a benchmark knob (RNNT_CUDA_PRED_ROWS), set by each
+ * runner's creation. */
+#define CU_PRED_ROWS_DEFAULT 4
+void cu_pred_set_rows_at_once(int rows);
+
 rnnt_status cu_pred_proj(cudaStream_t stream, cu_dtype dt, int max_rows, const int *emit, const int *count,
                          const int *e, const void *h, size_t hpar, int ldh, int Hl, const void *w, int ldw,
                          const float *jb, int J, float *gp, int ldg, char *err, size_t errlen);

@@ -37,6 +37,9 @@ typedef struct {
     long long max_batch;
     long long max_delay_us;
     long long max_queue;
+    long long max_queue_wait_ms;
+    long long delay_when_idle;
+    long long worker_deadline_s;
     /* limits */
     long long max_body_bytes;
     long long max_json_bytes;

@@ -3,7 +3,7 @@
  * against the same model with its big blanks switched off.
  *
  *   bench_engine MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256]
- *                [--seconds 10] [--reps 5]
+ *                [--seconds 10] [--reps 5] [--workers 1,2] [--extras 0]
  *
  * Inputs: random features whose normalised values are N(0, 1) (what the random models' output biases
  * were calibrated on), a fresh utterance per batch slot. A decode is timed from the call to
@@ -12,8 +12,13 @@
  * The split comes from a second runner with RNNT_CUDA_DECODE=profile (the same kernels, launched from
  * the host with events between phases: it adds a sync per step, so only its shares are meaningful).
  * "Big blanks off" sets the big-blank output biases to -1e30 before creating a runner: the same model
- * decoded as a plain RNN-T (every blank moves one frame). */
+ * decoded as a plain RNN-T (every blank moves one frame).
+ * --extras 0 leaves out the time split and the big-blanks-off runs.
+ * --workers W (W > 1): W runners on the same device, each decoding in its own thread as the daemon's
+ * workers do, so one worker's host work (staging, results) overlaps another's GPU work; aggregate
+ * RTFx = W * reps * batch * seconds / the wall time of all reps (after two warm-ups each). */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,16 +112,74 @@ static int run(const rnnt_model *m, rnnt_runner_params p, int B, int frames, int
     return 0;
 }
 
+typedef struct {
+    rnnt_runner *r;
+    int B, reps;
+    rnnt_input *in;
+    rnnt_result *res;
+    pthread_barrier_t *go;
+    int failed;
+} worker_arg;
+
+static void *worker_main(void *p)
+{
+    worker_arg *a = p;
+    char err[512];
+    for (int i = 0; i < 2 + a->reps; i++) {
+        if (i == 2) pthread_barrier_wait(a->go);
+        if (!a->failed && rnnt_runner_decode(a->r, a->B, a->in, a->res, NULL, err, sizeof err)) {
+            fprintf(stderr, "decode: %s\n", err);
+            a->failed = 1;
+        }
+    }
+    return NULL;
+}
+
+/* W runners, W threads, each B utterances per call: aggregate wall time of reps calls each. */
+static int run_workers(const rnnt_model *m, rnnt_runner_params p, int W, int B, int frames, int reps, float **feats,
+                       double *wall)
+{
+    char err[512];
+    worker_arg a[16];
+    pthread_t th[16];
+    pthread_barrier_t go;
+    if (W > 16) W = 16;
+    pthread_barrier_init(&go, NULL, (unsigned)W + 1);
+    for (int w = 0; w < W; w++) {
+        a[w] = (worker_arg){NULL, B, reps, calloc((size_t)B, sizeof(rnnt_input)), calloc((size_t)B, sizeof(rnnt_result)), &go, 0};
+        if (rnnt_runner_create(m, &p, &a[w].r, err, sizeof err)) {
+            fprintf(stderr, "runner: %s\n", err);
+            return 1;
+        }
+        for (int b = 0; b < B; b++) a[w].in[b] = (rnnt_input){feats[b], frames, 1};
+    }
+    for (int w = 0; w < W; w++) pthread_create(&th[w], NULL, worker_main, &a[w]);
+    pthread_barrier_wait(&go);
+    double t0 = now_s();
+    for (int w = 0; w < W; w++) pthread_join(th[w], NULL);
+    *wall = now_s() - t0;
+    int failed = 0;
+    for (int w = 0; w < W; w++) {
+        failed |= a[w].failed;
+        for (int b = 0; b < B; b++) rnnt_result_clear(&a[w].res[b]);
+        rnnt_runner_free(a[w].r);
+        free(a[w].in);
+        free(a[w].res);
+    }
+    pthread_barrier_destroy(&go);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256] "
-                        "[--seconds 10] [--reps 5]\n", argv[0]);
+                        "[--seconds 10] [--reps 5] [--workers 1,2] [--extras 0]\n", argv[0]);
         return 2;
     }
-    const char *dir = argv[1], *batches = "1,32,256";
+    const char *dir = argv[1], *batches = "1,32,256", *workers = "1";
     double seconds = 10;
-    int reps = 5;
+    int reps = 5, extras = 1;
     rnnt_runner_params p = rnnt_runner_default_params();
     p.backend = RNNT_BACKEND_CUDA;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -125,6 +188,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--batches")) batches = argv[i + 1];
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--workers")) workers = argv[i + 1];
+        else if (!strcmp(argv[i], "--extras")) extras = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -181,7 +246,23 @@ int main(int argc, char **argv)
                (on[i].wall - on[i].tm.total_s) * 1e3, on[i].steps, on[i].labels, on[i].skipped);
         fflush(stdout);
     }
-    if (p.backend == RNNT_BACKEND_CUDA) {
+    for (char *s = (char *)workers; *s;) {
+        int W = (int)strtol(s, &s, 10);
+        if (*s == ',') s++;
+        if (W < 2) continue;
+        printf("\n%d workers (a runner and a thread each, decoding at the same time):\n\n| batch | workers | wall ms per "
+               "call (mean) | aggregate RTFx | one worker's RTFx (above) |\n|---|---|---|---|---|\n", W);
+        for (int i = 0; i < nB; i++) {
+            double wall;
+            p.max_batch = Bs[i];
+            p.max_frames = frames;
+            if (run_workers(m, p, W, Bs[i], frames, reps, feats, &wall)) return 1;
+            printf("| %d | %d | %.2f | %.0f | %.0f |\n", Bs[i], W, wall / reps * 1e3, W * reps * Bs[i] * seconds / wall,
+                   Bs[i] * seconds / on[i].wall);
+            fflush(stdout);
+        }
+    }
+    if (extras && p.backend == RNNT_BACKEND_CUDA) {
         printf("\nTime split (RNNT_CUDA_DECODE=profile: the same kernels launched step by step from the host with events "
                "between phases; the per-step sync inflates the wall time, not the phases):\n\n| batch | encoder ms | "
                "predictor ms | joint ms (proj + per step) | decode rule ms | steps |\n|---|---|---|---|---|---|\n");
@@ -192,7 +273,7 @@ int main(int argc, char **argv)
                    prof[i].tm.predictor_s * 1e3, prof[i].tm.joint_s * 1e3, prof[i].tm.decode_s * 1e3, prof[i].steps);
         }
     }
-    if (m->n_big > 0) {
+    if (extras && m->n_big > 0) {
         float *bo = (float *)m->joint_out_b;
         for (int k = m->vocab; k < m->blank; k++) bo[k] = -1e30f;
         printf("\nBig blanks on vs off (biases of outputs %d..%d set to -1e30):\n\n| batch | decode loop ms on | off | "

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "model.h"
 #include "safetensors.h"
@@ -105,7 +106,7 @@ static void test_errors(void **state)
     /* a file that is not .npy, next to a good one: the good one is still transcribed */
     snprintf(cmd, sizeof cmd, "%s --model %s %s/model.yaml %s/utt1.npy", cli(), dir, dir, dir);
     assert_int_equal(run(cmd, out, sizeof out), 1);
-    assert_non_null(strstr(out, "model.yaml: not a .npy file (bad magic)"));
+    assert_non_null(strstr(out, "model.yaml: neither a .npy feature file nor a recognised audio file"));
     assert_non_null(strstr(out, "utt1.npy\t"));
     /* features of another model's width */
     char other[1024];
@@ -126,11 +127,109 @@ static void test_errors(void **state)
     assert_non_null(strstr(out, RNNT_VERSION));
 }
 
+
+/* Audio files: the shipped model's sample WAV gives the transcript of its .npy; a stereo copy made here
+ * (each sample twice) the same; JSON words, SRT and WebVTT; a truncated WAV fails alone. */
+static void test_audio_and_formats(void **state)
+{
+    char model[1024], wav[1200], npy[1200], cmd[8192];
+    snprintf(model, sizeof model, "%s/../../models/en-char-small", tu_data_dir());
+    snprintf(wav, sizeof wav, "%s/samples/02-espeak-en-us-m3.wav", model);
+    snprintf(npy, sizeof npy, "%s/samples/02-espeak-en-us-m3.npy", model);
+    static char out2[1 << 16];
+    snprintf(cmd, sizeof cmd, "%s --model %s %s", cli(), model, npy);
+    assert_int_equal(run(cmd, out2, sizeof out2), 0);
+    const char *want = strchr(out2, '\t');
+    assert_non_null(want);
+    assert_string_equal(want + 1, "for your work shall be rewarded\n");
+    snprintf(cmd, sizeof cmd, "%s --model %s %s", cli(), model, wav);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    assert_non_null(strchr(out, '\t'));
+    assert_string_equal(strchr(out, '\t'), want);
+    /* a stereo WAV written here from the mono one: 44-byte header, each 16-bit sample twice */
+    size_t len;
+    char *mono = tu_read_file(wav, &len);
+    assert_non_null(mono);
+    assert_memory_equal(mono, "RIFF", 4);
+    assert_memory_equal(mono + 36, "data", 4);
+    uint32_t data;
+    memcpy(&data, mono + 40, 4);
+    assert_true(44 + (size_t)data <= len);
+    size_t slen = 44 + 2 * (size_t)data;
+    unsigned char *st = malloc(slen);
+    memcpy(st, mono, 44);
+    uint32_t u = (uint32_t)(slen - 8), d2 = 2 * data, rate;
+    uint16_t ch = 2, align = 4;
+    memcpy(&rate, mono + 24, 4);
+    uint32_t bps = rate * 4;
+    memcpy(st + 4, &u, 4);
+    memcpy(st + 22, &ch, 2);
+    memcpy(st + 28, &bps, 4);
+    memcpy(st + 32, &align, 2);
+    memcpy(st + 40, &d2, 4);
+    for (size_t i = 0; i < data / 2; i++) {
+        memcpy(st + 44 + 4 * i, mono + 44 + 2 * i, 2);
+        memcpy(st + 46 + 4 * i, mono + 44 + 2 * i, 2);
+    }
+    char *dir = tu_tmpdir(), path[1200], trunc[1200];
+    tu_write_file(dir, "stereo.wav", st, slen);
+    tu_write_file(dir, "truncated.wav", mono, 30);
+    snprintf(path, sizeof path, "%s/stereo.wav", dir);
+    snprintf(trunc, sizeof trunc, "%s/truncated.wav", dir);
+    snprintf(cmd, sizeof cmd, "%s --model %s %s", cli(), model, path);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    assert_string_equal(strchr(out, '\t'), want);
+    /* a broken file among good ones: named in the error, the others still transcribed, exit 1 */
+    snprintf(cmd, sizeof cmd, "%s --model %s %s %s", cli(), model, trunc, path);
+    assert_int_equal(run(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "truncated.wav: cannot decode as wav"));
+    assert_non_null(strstr(out, "stereo.wav\tfor your work shall be rewarded"));
+    /* JSON: words with start <= end, in order, spelling the text */
+    snprintf(cmd, sizeof cmd, "%s --model %s --format json %s", cli(), model, wav);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    if (!o) fail_msg("not JSON: %s: %s", je.text, out);
+    json_t *words = json_object_get(o, "words");
+    assert_true(json_is_array(words));
+    assert_int_equal(json_array_size(words), 6);
+    char joined[512] = "";
+    double last_end = 0.0;
+    for (size_t i = 0; i < json_array_size(words); i++) {
+        json_t *w = json_array_get(words, i);
+        double a = json_real_value(json_object_get(w, "start")), b = json_real_value(json_object_get(w, "end"));
+        assert_true(a <= b);
+        assert_true(a >= last_end - 1e-9);
+        assert_true(b <= json_real_value(json_object_get(o, "duration_s")) + 1e-9);
+        last_end = b;
+        if (i) strcat(joined, " ");
+        strcat(joined, json_string_value(json_object_get(w, "word")));
+    }
+    assert_string_equal(joined, json_string_value(json_object_get(o, "text")));
+    json_decref(o);
+    /* SRT and WebVTT */
+    snprintf(cmd, sizeof cmd, "%s --model %s --format srt %s", cli(), model, wav);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    if (strncmp(out, "1\n00:00:0", 9) || !strstr(out, ",") || !strstr(out, " --> 00:00:0") || !strstr(out, "\nfor your work shall be rewarded\n"))
+        fail_msg("SRT:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s --model %s --format vtt %s %s", cli(), model, wav, npy);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    if (!strstr(out, "==> ") || !strstr(out, "<==\nWEBVTT\n\n00:00:0") || !strstr(out, ".") || !strstr(out, "\nfor your work shall be rewarded\n"))
+        fail_msg("VTT:\n%s", out);
+    snprintf(cmd, sizeof cmd, "%s --model %s --format xml %s", cli(), model, wav);
+    assert_int_equal(run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "'xml' is not text, json, srt or vtt"));
+    free(st);
+    free(mono);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transcribes_golden),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_audio_and_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dest/bin" "$dest/lib" "$dest/pack.tar.xz"
 mkdir -p "$dest/bin" "$dest/lib"
 cp "$@" "$dest/bin/"
-"$here/../../../shared/gpu/stage-libs.sh" "$@" "$dest/lib"
+libs=$here/../../../shared/gpu/stage-libs.sh  # from /work/main; a worktree elsewhere finds /work/shared
+[ -x "$libs" ] || libs=/work/shared/gpu/stage-libs.sh
+"$libs" "$@" "$dest/lib"
 strip --strip-debug "$dest"/bin/* "$dest"/lib/*
 tar -C "$dest" -cJf "$dest/pack.tar.xz" bin lib
 rm -rf "$dest/bin" "$dest/lib"

@@ -5,7 +5,9 @@
  *     golden tokens) and on the model directories listed in $RNNT_GPU_MODELS (colon-separated);
  *   - fp16: the share of utterances identical to the CPU's (printed; a floor catches real bugs);
  *   - batch invariance on the GPU: alone and in shuffled batches of 3, 7 and 16, bitwise the same;
- *   - the decoding loop modes (WHILE graph, host-polled, profiled) and graph-less encoding agree;
+ *   - the decoding loop modes (WHILE graph with 1, 3 or the default number of steps per iteration,
+ *     host-polled, profiled), graph-less encoding and staging in small chunks by one or several threads
+ *     agree;
  *   - overflowing joints fail the same utterances with RNNT_ERR_NUMERIC as on the CPU;
  *   - too large batches and inputs, bad devices and impossible memory sizes give clear errors, and a
  *     runner still works afterwards.
@@ -222,17 +224,34 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
             }
     }
     rnnt_runner_free(r16);
-    static const char *modes[][2] = {{"RNNT_CUDA_DECODE", "host"}, {"RNNT_CUDA_DECODE", "profile"}, {"RNNT_CUDA_GRAPHS", "0"},
-                                     {"RNNT_CUDA_MAPPED", "0"}};
-    for (int k = 0; k < 4; k++) {
+    /* then staging in chunks of 1000 bytes (utterances split across chunks, a transfer per chunk) by
+     * the caller alone and with 3 helper threads; then 1 and 3 decoding steps per WHILE iteration
+     * (the default is CU_DEC_UNROLL_DEFAULT); the whole loop in one kernel (cu_dec_fused.h) with the
+     * default group and with 1 and 8 slots per block; the predictor kernels one row at a time */
+    static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "host", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "profile", NULL, NULL},
+                                     {"RNNT_CUDA_GRAPHS", "0", NULL, NULL},
+                                     {"RNNT_CUDA_MAPPED", "0", NULL, NULL},
+                                     {"RNNT_CUDA_STAGE_CHUNK", "1000", "RNNT_CUDA_STAGE_THREADS", "0"},
+                                     {"RNNT_CUDA_STAGE_CHUNK", "1000", "RNNT_CUDA_STAGE_THREADS", "3"},
+                                     {"RNNT_CUDA_DECODE_UNROLL", "1", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE_UNROLL", "3", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "fused", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "fused", "RNNT_CUDA_DEC_GROUP", "1"},
+                                     {"RNNT_CUDA_DECODE", "fused", "RNNT_CUDA_DEC_GROUP", "8"},
+                                     {"RNNT_CUDA_PRED_ROWS", "1", NULL, NULL}};
+    for (int k = 0; k < 12; k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
+        char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
         rnnt_runner *rm = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
+        if (modes[k][2]) env_pop(modes[k][2], saved2);
         env_pop(modes[k][0], saved);
         decode_order(rm, &u, order, MAX_B, other);
         for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &g16[i])) {
                 describe("decode mode", dir, i, &u, &other[i], &g16[i]);
-                fail_msg("%s: %s=%s changes utterance %d", dir, modes[k][0], modes[k][1], i);
+                fail_msg("%s: %s=%s%s%s%s%s changes utterance %d", dir, modes[k][0], modes[k][1], modes[k][2] ? " " : "",
+                         modes[k][2] ? modes[k][2] : "", modes[k][2] ? "=" : "", modes[k][3] ? modes[k][3] : "", i);
             }
         if (k == 1) { /* the profiled loop fills the time split */
             rnnt_timing tm;
@@ -244,13 +263,15 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
         }
         rnnt_runner_free(rm);
     }
-    /* the other recurrence paths (persistent kernel, fused step kernel), each fixed per runner: fp32
+    /* the other recurrence paths (persistent kernel, fused step kernel) and the fused decoding loop, each
+     * fixed per runner: fp32
      * identical to the CPU (the persistent kernel is fp16-only, its fp32 runner is the default path),
      * fp16 counted against the CPU and bitwise batch-invariant */
-    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED"};
-    int samep[2] = {0, 0};
-    for (int k = 0; k < 2; k++) {
-        char *saved = env_push(paths[k], "1");
+    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED", "RNNT_CUDA_DECODE"};
+    static const char *path_val[] = {"1", "1", "fused"};
+    int samep[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        char *saved = env_push(paths[k], path_val[k]);
         rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
         rnnt_runner *rq = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
         env_pop(paths[k], saved);
@@ -258,15 +279,21 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
         for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &cpu[i])) {
                 describe(paths[k], dir, i, &u, &other[i], &cpu[i]);
-                fail_msg("%s: %s=1 fp32 utterance %d differs from the CPU", dir, paths[k], i);
+                fail_msg("%s: %s=%s fp32 utterance %d differs from the CPU", dir, paths[k], path_val[k], i);
             }
         decode_order(rq, &u, order, MAX_B, g32); /* g32 is done with: reuse it */
         for (int i = 0; i < u.n; i++) samep[k] += same_tokens(&g32[i], &cpu[i]);
+        if (k == 2) /* the fused loop runs the per-step kernels' arithmetic: the default's bits */
+            for (int i = 0; i < u.n; i++)
+                if (!same_result(&g32[i], &g16[i])) {
+                    describe("fused decoding vs WHILE graph", dir, i, &u, &g32[i], &g16[i]);
+                    fail_msg("%s: RNNT_CUDA_DECODE=fused fp16 utterance %d differs from the default loop", dir, i);
+                }
         decode_shuffled(rq, &u, 3, &seed, other);
         for (int i = 0; i < u.n; i++)
             if (!same_result(&other[i], &g32[i])) {
                 describe(paths[k], dir, i, &u, &other[i], &g32[i]);
-                fail_msg("%s: %s=1 fp16 utterance %d differs in a batch of 3", dir, paths[k], i);
+                fail_msg("%s: %s=%s fp16 utterance %d differs in a batch of 3", dir, paths[k], path_val[k], i);
             }
         rnnt_runner_free(rp);
         rnnt_runner_free(rq);
@@ -274,7 +301,8 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     g_persist_same += samep[0];
     g_fused_same += samep[1];
     printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
-           "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d\n",
+           "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d; "
+           "fused decoding fp32 identical to the CPU, fp16 to the default loop\n",
            dir, u.n, u.max_frames, labels, steps, skipped, same16, u.n, samep[0], u.n, samep[1], u.n);
     clear_all(cpu, u.n);
     clear_all(g32, u.n);

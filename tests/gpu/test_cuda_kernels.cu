@@ -2,7 +2,8 @@
  * fresh random inputs at awkward sizes (B = 1, 3, 17; odd lengths; hidden sizes not multiples of 8 or
  * 64), in fp32 and fp16 storage: the chunked GEMM, the fused LSTM cell (masking, pad columns, NaN
  * propagation), the whole encoder of a batch (frame and time stacking, buckets, joint projection), the
- * fused joint+argmax (ties, non-finite outputs), the predictor step and its projection. Outputs are
+ * fused joint+argmax (ties, non-finite outputs), the predictor step and its projection (batched rows
+ * bitwise equal to one row at a time), the chunked multi-threaded host staging. Outputs are
  * poisoned with NaN before each launch, so an element the kernel fails to write shows up. Batch
  * invariance is checked bitwise where it is promised. Exits 77 without a GPU; RNNT_TEST_SEED replays;
  * RNNT_TEST_QUICK=1 runs a few cases of each (for compute-sanitizer). */
@@ -27,6 +28,7 @@ extern "C" {
 #include "cu_gemm.h"
 #include "cu_kernels.h"
 #include "cu_persist.h"
+#include "cu_stage.h"
 #include "cu_weights.h"
 #include "gpu_models.h"
 extern "C" {
@@ -808,6 +810,34 @@ static void check_pred(cu_dtype dt, rnnt_lstm_act act, int S, int I, int H, int 
     dev_get(hg, dh, (size_t)2 * S * hp, dt);
     CK(cudaMemcpy(cg, dc, (size_t)S * hp * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gp, dgp, (size_t)S * jp * 4, cudaMemcpyDeviceToHost));
+    {
+        /* bitwise: every emitter alone (one launch per row, the kernels' one-row code) gives the bits of
+         * the batched launch, which takes 2, 4 or 8 rows at a time */
+        void *dh1 = dev_put(h, (size_t)2 * S * hp, dt);
+        float *dc1 = (float *)dev_put(c, (size_t)S * hp, CU_F32), *dgp1 = (float *)dev_poison((size_t)S * jp * 4);
+        int one = 1, *done1;
+        CK(cudaMalloc(&done1, 4));
+        CK(cudaMemcpy(done1, &one, 4, cudaMemcpyHostToDevice));
+        for (int r = 0; r < n; r++) {
+            RK(cu_pred_layer(0, dt, act, 1, demit + r, done1, de, dk, from_emb ? dx : NULL, from_emb ? NULL : dx, (size_t)S * ip,
+                             ip, I, dwih, ip, dwhh, hp, dbias, H, dh1, (size_t)S * hp, hp, dc1, hp, err, errlen));
+            RK(cu_pred_proj(0, dt, 1, demit + r, done1, de, dh1, (size_t)S * hp, hp, H, dwp, hp, djb, J, dgp1, jp, err, errlen));
+        }
+        size_t hb = (size_t)2 * S * hp * cu_dtype_size(dt);
+        std::vector<char> a(hb), b1(hb);
+        CK(cudaMemcpy(a.data(), dh, hb, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b1.data(), dh1, hb, cudaMemcpyDeviceToHost));
+        if (memcmp(a.data(), b1.data(), hb)) fail_msg("pred %s S=%d H=%d: h of a batched launch differs from one row at a time", dt_name(dt), S, H);
+        std::vector<float> c1((size_t)S * hp), g1((size_t)S * jp);
+        CK(cudaMemcpy(c1.data(), dc1, (size_t)S * hp * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(g1.data(), dgp1, (size_t)S * jp * 4, cudaMemcpyDeviceToHost));
+        if (memcmp(c1.data(), cg, (size_t)S * hp * 4)) fail_msg("pred S=%d: c of a batched launch differs from one row at a time", S);
+        if (memcmp(g1.data(), gp, (size_t)S * jp * 4)) fail_msg("pred proj S=%d: batched launch differs from one row at a time", S);
+        CK(cudaFree(dh1));
+        CK(cudaFree(dc1));
+        CK(cudaFree(dgp1));
+        CK(cudaFree(done1));
+    }
     /* CPU twin: rnnt_cpu_lstm_step on compact weights */
     float *Wi = (float *)malloc((size_t)4 * H * I * 4), *Wh = (float *)malloc((size_t)4 * H * H * 4);
     for (int r = 0; r < 4 * H; r++) {
@@ -908,6 +938,77 @@ static void test_pred(void **state)
     printf("predictor step + projection: %d cases match the CPU twin; non-emitters untouched\n", n);
 }
 
+/* Host staging (cu_stage.h): segments of awkward sizes (0 bytes, odd bytes, larger than a chunk, a
+ * chunk boundary inside a segment) copied by 0, 1 and 3 helper threads in chunks of 1000 bytes to
+ * 64 KiB, sent chunk by chunk; the pinned buffer and the device copy must equal the concatenation
+ * byte for byte (the device is poisoned first). Each stager serves several calls in a row, so a
+ * stale completion mark from an earlier call would show up. */
+static void test_stage(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed ^ 0x5741u;
+    static const int helpers[] = {0, 1, 3};
+    static const size_t chunks[] = {1000, 4096, 65536};
+    static const int ns[] = {1, 3, 17};
+    const size_t cap = 3u << 20;
+    char *pinned, *dev;
+    CK(cudaHostAlloc((void **)&pinned, cap, cudaHostAllocDefault));
+    CK(cudaMalloc((void **)&dev, cap));
+    std::vector<char> back(cap), want(cap);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int cases = 0;
+    for (int hi = 0; hi < 3; hi++)
+        for (int ci = 0; ci < 3; ci++) {
+            if (g_quick && ci != 0) continue;
+            cu_stager *sg;
+            RK(cu_stager_create(helpers[hi], chunks[ci], &sg, err, errlen));
+            assert_int_equal(cu_stager_helpers(sg), helpers[hi]);
+            for (int ni = 0; ni < 3; ni++)
+                for (int rep = 0; rep < 2; rep++) {
+                    int n = ns[ni];
+                    std::vector<std::vector<char>> segs((size_t)n);
+                    std::vector<const void *> src((size_t)n);
+                    std::vector<size_t> bytes((size_t)n);
+                    size_t total = 0;
+                    for (int i = 0; i < n; i++) {
+                        uint64_t r = tu_rand_next(&seed);
+                        /* 0 bytes, a few, or up to ~150 KiB (odd counts too) */
+                        size_t b = r % 5 == 0 ? 0 : r % 5 == 1 ? r % 7 : (size_t)(r >> 8) % 150001;
+                        if (n == 1) b = (size_t)(r >> 8) % 2000001 + 1; /* one large segment */
+                        if (total + b > cap) b = cap - total;
+                        segs[i].resize(b ? b : 1);
+                        for (size_t k = 0; k < b; k++) segs[i][k] = (char)(tu_rand_next(&seed) >> 24);
+                        src[i] = b ? segs[i].data() : NULL;
+                        bytes[i] = b;
+                        memcpy(want.data() + total, segs[i].data(), b);
+                        total += b;
+                    }
+                    memset(pinned, 0x5a, cap);
+                    CK(cudaMemsetAsync(dev, 0xa5, cap, st));
+                    RK(cu_stager_copy(sg, n, src.data(), bytes.data(), pinned, dev, st, err, errlen));
+                    CK(cudaMemcpyAsync(back.data(), dev, cap, cudaMemcpyDeviceToHost, st));
+                    CK(cudaStreamSynchronize(st));
+                    if (memcmp(pinned, want.data(), total) != 0)
+                        fail_msg("stage: pinned copy differs (helpers %d, chunk %zu, %d segments, %zu bytes)", helpers[hi],
+                                 chunks[ci], n, total);
+                    if (memcmp(back.data(), want.data(), total) != 0)
+                        fail_msg("stage: device copy differs (helpers %d, chunk %zu, %d segments, %zu bytes)", helpers[hi],
+                                 chunks[ci], n, total);
+                    for (size_t k = total; k < cap; k += 4099)
+                        if (back[k] != (char)0xa5 || pinned[k] != 0x5a)
+                            fail_msg("stage: byte %zu past the %zu staged ones was written", k, total);
+                    cases++;
+                }
+            cu_stager_free(sg);
+        }
+    CK(cudaStreamDestroy(st));
+    CK(cudaFree(dev));
+    CK(cudaFreeHost(pinned));
+    printf("stage: %d cases (0/1/3 helpers, chunks of 1000 B to 64 KiB, 1-17 segments) byte-exact on host and device\n",
+           cases);
+}
+
 int main(void)
 {
     int count = 0;
@@ -923,6 +1024,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_joint),
         cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -150,7 +150,7 @@ static void test_good_values(void **st)
     assert_int_equal(c.max_delay_us, 0);
     assert_int_equal(c.log_level, 3);
     assert_int_equal(c.log_requests, 0);
-    assert_int_equal(c.max_queue, 256); /* untouched keys keep their defaults */
+    assert_int_equal(c.max_queue, 1024); /* untouched keys keep their defaults */
     /* An empty file is every default. */
     assert_int_equal(load(&c, "", err, sizeof err), 0);
     assert_int_equal(load(&c, "# only a comment\n", err, sizeof err), 0);

@@ -8,7 +8,7 @@ find: the spec's own example, the query parameter's accepted forms, the X-Reques
 float32 bound.
 
 Environment: RNNTD_BIN, RNNTD_MODEL (models/en-char-small), RNNTD_OPENAPI (server/openapi.yaml),
-RNNTD_SCHEMATHESIS (the schemathesis venv; default ~/.cache/rnntd/schemathesis),
+RNNTD_SCHEMATHESIS (the schemathesis venv; default deploy/install-deps.sh's, ~/.local/share/rnntd/pyenv),
 RNNTD_SCHEMA_SECONDS (schemathesis's time budget, default 40, and 15 more with a bearer token),
 RNNTD_SCHEMA_SEED (default 1).
 Without schemathesis the deterministic tests still run and the test exits 77 (ctest: skipped), saying
@@ -26,8 +26,8 @@ from harness import MODEL, SLOW, DaemonTest, readb, sample_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.environ.get("RNNTD_OPENAPI", os.path.join(HERE, "..", "..", "server", "openapi.yaml"))
-VENV = os.environ.get("RNNTD_SCHEMATHESIS") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rnntd", "schemathesis")
+VENV = os.environ.get("RNNTD_SCHEMATHESIS") or os.environ.get("RNNTD_PYENV") or os.path.join(
+    os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "rnntd", "pyenv")
 ST_BIN = os.path.join(VENV, "bin", "schemathesis")
 ST_PY = os.path.join(VENV, "bin", "python")
 SECONDS = int(os.environ.get("RNNTD_SCHEMA_SECONDS", "40"))
@@ -118,7 +118,7 @@ class Contract(DaemonTest):
 
     def run_schemathesis(self, seconds, auth=False):
         if not have_schemathesis():
-            SKIPPED.append("schemathesis is not installed at %s: run deploy/install-deps.sh (it installs the "
+            SKIPPED.append("schemathesis is not installed at %s: run deploy/install-deps.sh --test (it installs the "
                            "pinned version from PyPI into that venv), or set RNNTD_SCHEMATHESIS" % VENV)
             self.skipTest(SKIPPED[-1])
         tmp = tempfile.mkdtemp(prefix="rnntd-schema-")

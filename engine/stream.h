@@ -1,0 +1,84 @@
+/* stream.h — what an rnnt_stream carries from one chunk to the next (internal to the engine), and the
+ * greedy decoder's per-utterance state, which the whole-utterance decode uses too (one decode rule).
+ * The public calls are in rnnt.h (section "Streams"); backends advance streams through
+ * rnnt_backend_ops.advance. */
+#ifndef RNNT_STREAM_H
+#define RNNT_STREAM_H
+
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RNNT_STREAM_MAX_LAYERS 32
+/* Input frames a stream holds before they are encoded (an hour at a 10 ms hop): feeding more without
+ * advancing is refused with RNNT_ERR_TOO_LARGE, so a stream's memory stays bounded. */
+#define RNNT_STREAM_MAX_PENDING 360000
+
+/* Greedy multi-blank decoding of one utterance (FORMAT.md, stage 6), between joint evaluations. */
+typedef struct {
+    int t;             /* encoder frame the decoder stands on; past the frames that exist after a big
+                          blank that skips beyond them (the skip carries into the next chunk) */
+    int here;          /* labels emitted on frame t (the max_symbols rule) */
+    int label;         /* label the predictor takes before the next joint evaluation: V (the start
+                          symbol) at first, -1 when the predictor is up to date */
+    rnnt_status status; /* RNNT_OK, or RNNT_ERR_NUMERIC: decoding stopped */
+    int *tokens, *frames; /* room for every label the frames given to the decoder can produce */
+    int n_tokens;
+    int skipped;       /* sum of (d - 1) over the big blanks taken; the part of the last skip beyond
+                          the last frame is taken off once the frame count is final */
+    int steps;         /* joint evaluations */
+    float *pred_h, *pred_c; /* predictor state, layer l at + l * rnnt_dec_pred_stride(m) */
+    float *gp;         /* [J] joint predictor projection of the current label state */
+} rnnt_dec_state;
+
+/* Floats between two predictor layers' states in rnnt_dec_state (the widest layer, 64-byte multiple). */
+static inline size_t rnnt_dec_pred_stride(const struct rnnt_model *m)
+{
+    int H = 0;
+    for (int l = 0; l < m->n_pred; l++)
+        if (m->pred[l].hidden > H) H = m->pred[l].hidden;
+    return ((size_t)H + 15) & ~(size_t)15;
+}
+
+/* frames_skipped as FORMAT.md counts it, once T_enc is final. */
+static inline int rnnt_dec_frames_skipped(const rnnt_dec_state *d, int T_enc)
+{
+    return d->skipped - (d->t > T_enc ? d->t - T_enc : 0);
+}
+
+struct rnnt_stream {
+    const struct rnnt_model *m;
+    /* Input: raw (unnormalised) feature frames not yet encoded, [n_feats, F]. A frame-stacking
+     * remainder (fewer than k frames) waits here until more input or the end of input. */
+    float *feats;
+    int n_feats, cap_feats;
+    long long frames_in; /* input frames accepted so far */
+    int finished;        /* no more input (rnnt_stream_input_finished) */
+    int flushed;         /* the encoder has taken all input, the zero-padded last groups included:
+                            enc_frames is final */
+    /* Audio input (issue 13, with the audio frontend): the stream will own an rnnt_frontend here that
+     * turns samples into feature frames appended to feats through stream_push_features(). */
+    void *frontend;
+    /* Encoder: each layer's state, and each time-stacked layer's outputs that do not yet make a full
+     * group of time_stack rows (at most time_stack - 1 rows, [rem_rows[l], H_l]). */
+    float *enc_h[RNNT_STREAM_MAX_LAYERS], *enc_c[RNNT_STREAM_MAX_LAYERS];
+    float *rem[RNNT_STREAM_MAX_LAYERS];
+    int rem_rows[RNNT_STREAM_MAX_LAYERS];
+    int enc_frames;      /* encoder frames produced (and decoded) so far */
+    /* Decoder. */
+    rnnt_dec_state dec;
+    int tok_cap;
+    float *arena;        /* owns enc_h, enc_c, rem, dec.pred_h, dec.pred_c, dec.gp */
+};
+
+/* Room for `more` labels after dec.n_tokens; RNNT_ERR_NOMEM (nothing changed) when it cannot grow. */
+rnnt_status rnnt_stream_reserve_tokens(struct rnnt_stream *s, size_t more);
+/* Take the first `frames` input frames off the stream (they were encoded). */
+void rnnt_stream_drop_frames(struct rnnt_stream *s, int frames);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,200 @@
+/* cu_device.cuh — device helpers shared by the decoding kernels (cu_kernels.cu, cu_dec_fused.cu): the
+ * warp sum, the LSTM cell, the joint's activation and one output's logit, the predictor's row groups
+ * and the greedy multi-blank rule for one slot. One definition each, so every path computes the same
+ * bits in the same order. */
+#ifndef RNNT_CU_DEVICE_CUH
+#define RNNT_CU_DEVICE_CUH
+
+#include "cu_kernels.h"
+
+namespace {
+
+constexpr int kWarps = 8; /* warps per block of the row kernels */
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <bool HARD>
+__device__ __forceinline__ float gate_sig(float x)
+{
+    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
+}
+template <bool HARD>
+__device__ __forceinline__ float gate_tanh(float x)
+{
+    return HARD ? cu_hardtanh(x) : tanhf(x);
+}
+
+/* c' = f c + i g; h' = o phi(c'), without contraction (as the CPU twin computes it). */
+template <bool HARD>
+__device__ __forceinline__ void lstm_cell(const float a[4], float c_prev, float *c_out, float *h_out)
+{
+    float i = gate_sig<HARD>(a[0]), f = gate_sig<HARD>(a[1]), g = gate_tanh<HARD>(a[2]);
+    float o = gate_sig<HARD>(a[3]);
+    float c = __fadd_rn(__fmul_rn(f, c_prev), __fmul_rn(i, g));
+    *c_out = c;
+    *h_out = __fmul_rn(o, gate_tanh<HARD>(c));
+}
+
+template <bool RELU>
+__device__ __forceinline__ float joint_act(float v)
+{
+    return RELU ? (v != v ? v : (v > 0.0f ? v : 0.0f)) : tanhf(v);
+}
+
+/* W_out[o] . hid + b_out[o] for one warp: lane-strided partial sums over J, then the xor butterfly
+ * (every lane gets the same bits). */
+template <typename S>
+__device__ __forceinline__ float joint_logit(const S *__restrict__ wr, const float *hid, int J, int lane, float bo)
+{
+    float s = 0.0f;
+    for (int j = lane; j < J; j += 32) s = fmaf(cu_ld(&wr[j]), hid[j], s);
+    s = warp_sum(s);
+    return __fadd_rn(s, bo);
+}
+
+/* The predictor kernels take RB rows (utterances) at a time: each weight a lane loads serves RB rows
+ * (RB times fewer weight loads, RB independent FMA chains in flight). Each row's sums keep the one-row
+ * order (lane q sums q, q + 32, ... in turn; then warp_sum), so the results are bitwise those of RB = 1
+ * whatever RB is. A group of nr < RB rows repeats its last row (not stored); a lone row takes the
+ * one-row code, so a batch of one does no padding work. The state pointers (rows, e, k, h, c, gp and
+ * the input h) carry no __restrict__: the fused decoding kernel writes them between its own reads, so
+ * their loads must not take the non-coherent path. */
+template <typename S, bool HARD, int R>
+__device__ __forceinline__ void pred_layer_rows(int nr, const int *rows, const int *e, const int *k,
+                                                const S *__restrict__ xemb, const S *xh, size_t xpar, int ldx, int I,
+                                                const S *const *wi, const S *const *wh, const float *__restrict__ bias,
+                                                int H, int j, int lane, S *h, size_t hpar, int ldh, float *c, int ldc)
+{
+    int bs[R], ebs[R];
+    const S *x[R], *hold[R];
+    float acc[R][4];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        int b = rows[min(i, nr - 1)], eb = e[b];
+        bs[i] = b;
+        ebs[i] = eb;
+        x[i] = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
+        hold[i] = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
+#pragma unroll
+        for (int g = 0; g < 4; g++) acc[i][g] = 0.0f;
+    }
+    for (int q = lane; q < I; q += 32) {
+        float wv[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) wv[g] = cu_ld(&wi[g][q]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            float xv = cu_ld(&x[i][q]);
+#pragma unroll
+            for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], xv, acc[i][g]);
+        }
+    }
+    for (int q = lane; q < H; q += 32) {
+        float wv[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) wv[g] = cu_ld(&wh[g][q]);
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            float hv = cu_ld(&hold[i][q]);
+#pragma unroll
+            for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], hv, acc[i][g]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float a[4];
+#pragma unroll
+        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[i][g]), bias[g * H + j]);
+        if (lane == 0 && i < nr) {
+            float *cp = c + (size_t)bs[i] * ldc + j;
+            float cn, hn;
+            lstm_cell<HARD>(a, *cp, &cn, &hn);
+            *cp = cn;
+            cu_st(&h[(size_t)(ebs[i] & 1) * hpar + (size_t)bs[i] * ldh + j], hn);
+        }
+    }
+}
+
+template <typename S, int R>
+__device__ __forceinline__ void pred_proj_rows(int nr, const int *rows, const int *e, const S *h, size_t hpar, int ldh,
+                                               int Hl, const S *__restrict__ wr, float bo, int o, int lane, float *gp,
+                                               int ldg)
+{
+    int bs[R];
+    const S *g[R];
+    float s[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        int b = rows[min(i, nr - 1)];
+        bs[i] = b;
+        g[i] = h + (size_t)(e[b] & 1) * hpar + (size_t)b * ldh;
+        s[i] = 0.0f;
+    }
+    for (int q = lane; q < Hl; q += 32) {
+        float wv = cu_ld(&wr[q]);
+#pragma unroll
+        for (int i = 0; i < R; i++) s[i] = fmaf(wv, cu_ld(&g[i][q]), s[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float v = warp_sum(s[i]);
+        if (lane == 0 && i < nr) gp[(size_t)bs[i] * ldg + o] = __fadd_rn(v, bo);
+    }
+}
+
+/* The greedy multi-blank rule (FORMAT.md stage 6) for slot b, which is not done, given its joint
+ * argmax st.k[b]: counts the step, emits (token and frame) or moves t, marks done. *emits: it emitted
+ * and is still live (its predictor steps next); *live: t is still inside the utterance. */
+__device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_dec_state &st, int b, int overrun,
+                                              int *emits_out, int *live_out)
+{
+    int emits = 0, live = 0;
+    int kk = st.k[b], t = st.t[b], T = st.t_enc[b];
+    st.steps[b] += 1;
+    if (overrun) {
+        st.status[b] = 2;
+        t = T;
+    } else if (kk < 0) {
+        st.status[b] = 1; /* non-finite joint output at frame t */
+        t = T;
+    } else if (kk < rule.V) {
+        int n = st.n_tok[b];
+        if (n < st.cap) {
+            st.tokens[(size_t)b * st.cap + n] = kk;
+            st.frames[(size_t)b * st.cap + n] = t;
+        }
+        st.n_tok[b] = n + 1;
+        st.e[b] += 1;
+        emits = 1;
+        int lab = st.labels[b] + 1;
+        if (lab == rule.max_symbols) {
+            t += 1;
+            lab = 0;
+        }
+        st.labels[b] = lab;
+    } else if (kk == rule.blank) {
+        t += 1;
+        st.labels[b] = 0;
+    } else {
+        int d = rule.durations[rule.blank - 1 - kk];
+        int land = min(t + d, T);
+        st.skipped[b] += land - t - 1;
+        t += d;
+        st.labels[b] = 0;
+    }
+    st.t[b] = t;
+    if (t >= T) st.done[b] = 1;
+    live = t < T;
+    emits = emits && live;
+    *emits_out = emits;
+    *live_out = live;
+}
+
+} // namespace
+
+#endif
