@@ -2,7 +2,7 @@
 # Installs what rnntd needs on Debian 12 or Ubuntu 24.04 (idempotent: only missing packages are installed).
 #
 #   deploy/install-deps.sh           build the daemon and the CLI and run the quick start (a few MB of -dev
-#                                    packages: compiler, CMake, OpenBLAS, libmicrohttpd, jansson, libyaml,
+#                                    packages: compiler, CMake, OpenBLAS, jansson, libyaml,
 #                                    FFTW3, libsndfile, libsoxr, cmocka)
 #   deploy/install-deps.sh --test    everything the whole test suite needs besides (tests/run-all.sh): PyTorch,
 #                                    torchaudio, NumPy, PyYAML (Debian's python3-* packages), KissFFT for the
@@ -17,7 +17,7 @@ set -euo pipefail
 
 runtime=(
   build-essential cmake ninja-build pkg-config curl python3
-  libopenblas-dev libmicrohttpd-dev libjansson-dev libyaml-dev libsystemd-dev libcmocka-dev
+  libopenblas-dev libjansson-dev libyaml-dev libsystemd-dev libcmocka-dev
   libfftw3-dev libsndfile1-dev libsoxr-dev libvorbis-dev libogg-dev
 )
 testing=(

@@ -31,13 +31,24 @@ static const cfg_key g_keys[] = {
         "put a reverse proxy with TLS in front before opening it wider."),
     INT("server.port", port, 0, 65535, 8080, 0, "TCP port; 0 picks a free one (logged at start)."),
     INT("server.http_threads", http_threads, 1, 64, 2, 0,
-        "libmicrohttpd event threads (epoll). They parse requests; decoding runs on the workers."),
-    INT("server.max_connections", max_connections, 1, 65536, 256, 0,
-        "Open connections accepted at once; further connections are refused."),
+        "HTTP event loops (epoll). They read, parse and answer requests; decoding runs on the workers."),
+    INT("server.max_connections", max_connections, 1, 1048576, 4096, 0,
+        "Open connections at most. An idle or slow connection costs a file descriptor and well\n"
+        "under 1 KiB (a buffer only while a request is being read), so this can be far above the\n"
+        "workers. A connection over the cap is accepted, waits up to 0.5 s for a slot, then is\n"
+        "answered 503 with Retry-After and Connection: close, and closed. The open-file limit\n"
+        "(RLIMIT_NOFILE) is raised to fit at start, or the cap lowered to fit it (logged)."),
+    INT("server.max_connections_per_ip", max_connections_per_ip, 0, 1048576, 0, 0,
+        "Open connections from one client address at most (beyond: 503 as above). 0: no cap per\n"
+        "address (behind a reverse proxy every client has the proxy's address)."),
+    INT("server.head_timeout_s", head_timeout_s, 1, 3600, 10, 0,
+        "A request head (request line and headers) must be complete this long after its first\n"
+        "byte, or it gets 408 and the connection is closed (slow-header clients)."),
     INT("server.connection_timeout_s", connection_timeout_s, 1, 3600, 30, 0,
-        "A connection idle (or a client sending nothing) this long is closed."),
+        "A keep-alive connection with no request this long is closed; an upload that stalls this\n"
+        "long gets 408, an answer the client does not read for this long is abandoned."),
     INT("server.request_timeout_s", request_timeout_s, 1, 86400, 120, 1,
-        "An upload still incomplete this long after its headers gets 408 and is closed (bounds\n"
+        "An upload still incomplete this long after its head gets 408 and is closed (bounds\n"
         "clients that trickle a body to hold memory and a connection)."),
     INT("server.drain_timeout_s", drain_timeout_s, 0, 3600, 30, 1,
         "On SIGTERM/SIGINT: stop accepting, answer every accepted request, but wait at most this\n"

@@ -22,6 +22,8 @@ typedef struct {
     long long port;
     long long http_threads;
     long long max_connections;
+    long long max_connections_per_ip;
+    long long head_timeout_s;
     long long connection_timeout_s;
     long long request_timeout_s;
     long long drain_timeout_s;

@@ -1,27 +1,25 @@
-/* http.c — routes, per-request state, body intake, suspend/resume around the scheduler. */
+/* http.c — routes, per-request state, body intake, suspend/resume around the scheduler, on top of
+ * the transport (transport.h), which owns sockets, parsing, deadlines and connection caps. */
 #include "http.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <jansson.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "body.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
 
-#define HTTP_CONN_MEMORY (64 * 1024) /* per connection: request line + headers + read buffer */
 #define RETRY_AFTER_S 1
+/* A request to an endpoint that takes no body is answered after its body is read and dropped (the
+ * connection stays usable) when the body is at most this long; a longer one is answered at once and
+ * the connection closed. */
+#define HTTP_DROP_BODY_MAX (64 * 1024)
 
 typedef enum { PH_NEW = 0, PH_BODY, PH_QUEUED, PH_DONE, PH_REPLIED } req_phase;
 typedef enum { CT_NONE = 0, CT_JSON, CT_NPY } req_ctype;
@@ -29,7 +27,7 @@ typedef enum { CT_NONE = 0, CT_JSON, CT_NPY } req_ctype;
 typedef struct {
     eng_job job; /* first member: the scheduler hands &job.sj back to job_done */
     srv *s;
-    struct MHD_Connection *conn;
+    tp_conn *conn;
     metrics_endpoint ep;
     char method[12];
     char path[96];   /* logfmt-quoted */
@@ -38,16 +36,16 @@ typedef struct {
     req_ctype ct;
     char *body;
     size_t len, cap, limit;
-    size_t discarded;
-    int raw_replied; /* an error was written to the socket directly (see on_body) */
     size_t reserved; /* bytes counted in s->pending_bytes */
-    srv_err err;     /* found while receiving; answered when the upload ends */
+    srv_err err;     /* a bad query parameter (body_query_param) */
     req_opts opts;
     eng *engine;     /* the generation this request is validated against (reference held) */
     float *features;
-    pthread_mutex_t mu;
-    req_phase phase;
+    req_phase phase; /* PH_DONE is set by the worker before tp_resume, read on the loop after it */
     int counted_suspended; /* counted in s->suspended until answered or closed */
+    int counted_in_flight; /* a transcription: counted in s->in_flight until it ends */
+    srv_err early;   /* an answer decided at the head, given once the (short) body is dropped */
+    const char *early_allow;
     unsigned status; /* what was sent; 0 = nothing */
     const char *code;
     long long bytes_in;
@@ -78,11 +76,10 @@ static void release(http_req *r, size_t n)
 
 /* ---- replies ---- */
 
-static enum MHD_Result send_error(http_req *r, unsigned status, const char *code, int retry_after,
-                                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int send_error(http_req *r, unsigned status, const char *code, int retry_after, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static enum MHD_Result send_err(http_req *r, const srv_err *e, int retry_after, const char *allow,
-                                int www_auth)
+static int send_err(http_req *r, const srv_err *e, int retry_after, const char *allow, int www_auth)
 {
     reply_opts o = {0};
     o.request_id = r->id;
@@ -96,8 +93,7 @@ static enum MHD_Result send_err(http_req *r, const srv_err *e, int retry_after, 
     return reply_error(r->conn, e, &o);
 }
 
-static enum MHD_Result send_error(http_req *r, unsigned status, const char *code, int retry_after,
-                                  const char *fmt, ...)
+static int send_error(http_req *r, unsigned status, const char *code, int retry_after, const char *fmt, ...)
 {
     srv_err e;
     e.status = status;
@@ -109,7 +105,7 @@ static enum MHD_Result send_error(http_req *r, unsigned status, const char *code
     return send_err(r, &e, retry_after, NULL, 0);
 }
 
-static enum MHD_Result send_json(http_req *r, unsigned status, json_t *doc)
+static int send_json(http_req *r, unsigned status, json_t *doc)
 {
     reply_opts o = {0};
     o.request_id = r->id;
@@ -134,7 +130,8 @@ static int id_char_ok(char c)
 
 static void make_id(http_req *r)
 {
-    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Request-Id");
+    const hp_request *q = tp_request(r->conn);
+    const char *h = q ? hp_header_get(q, "X-Request-Id") : NULL;
     if (h) {
         size_t n = strlen(h);
         int ok = n >= 1 && n <= 64;
@@ -148,7 +145,7 @@ static void make_id(http_req *r)
     snprintf(r->id, sizeof r->id, "%s-%llu", r->s->id_prefix, k);
 }
 
-static http_req *req_new(srv *s, struct MHD_Connection *conn, const char *url, const char *method)
+static http_req *req_new(srv *s, tp_conn *conn, const char *url, const char *method)
 {
     http_req *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -156,12 +153,10 @@ static http_req *req_new(srv *s, struct MHD_Connection *conn, const char *url, c
     r->conn = conn;
     r->t0 = sched_now();
     r->ep = EP_OTHER;
-    pthread_mutex_init(&r->mu, NULL);
     snprintf(r->method, sizeof r->method, "%.11s", method);
     log_quote(r->path, sizeof r->path, url);
     req_opts_default(&r->opts);
     make_id(r);
-    atomic_fetch_add(&s->in_flight, 1);
     return r;
 }
 
@@ -175,8 +170,7 @@ static void req_free(http_req *r)
     free(r->features);
     rnnt_result_clear(&r->job.result);
     if (r->engine) eng_unref(r->engine);
-    pthread_mutex_destroy(&r->mu);
-    atomic_fetch_sub(&r->s->in_flight, 1);
+    if (r->counted_in_flight) atomic_fetch_sub(&r->s->in_flight, 1);
     free(r);
 }
 
@@ -214,7 +208,7 @@ static json_t *health_json(srv *s)
     return doc;
 }
 
-static enum MHD_Result serve_get(http_req *r, const char *url)
+static int serve_get(http_req *r, const char *url)
 {
     srv *s = r->s;
     if (strcmp(url, "/health/live") == 0)
@@ -254,6 +248,7 @@ static enum MHD_Result serve_get(http_req *r, const char *url)
     o.request_id = r->id;
     r->status = 200;
     r->phase = PH_REPLIED;
+    o.close = atomic_load(&s->draining);
     return reply_text(r->conn, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, &o);
 }
 
@@ -269,175 +264,144 @@ static req_ctype media_type(const char *ct)
     return CT_NONE;
 }
 
-typedef struct {
-    http_req *r;
-    int failed;
-} query_ctx;
-
-static enum MHD_Result on_query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value)
+/* Percent-decodes src[0..n) into dst (at least n + 1 bytes), '+' as space; -1 on a bad escape. */
+static int url_decode(char *dst, const char *src, size_t n)
 {
-    (void)kind;
-    query_ctx *q = cls;
-    if (body_query_param(key, value, &q->r->opts, &q->r->err)) {
-        q->failed = 1;
-        return MHD_NO;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = src[i];
+        if (ch == '+') {
+            ch = ' ';
+        } else if (ch == '%') {
+            int v = 0;
+            for (int j = 1; j <= 2; j++) {
+                char h = i + (size_t)j < n ? src[i + (size_t)j] : '\0';
+                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                if (d < 0) return -1;
+                v = v * 16 + d;
+            }
+            if (v == 0) return -1;
+            ch = (char)v;
+            i += 2;
+        }
+        dst[k++] = ch;
     }
-    return MHD_YES;
-}
-
-static int parse_length(const char *s, unsigned long long *out)
-{
-    if (!s || !*s) return -1;
-    unsigned long long v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return -1;
-        if (v > (~0ULL - 9) / 10) return -1;
-        v = v * 10 + (unsigned)(*s - '0');
-    }
-    *out = v;
+    dst[k] = '\0';
     return 0;
 }
 
-static enum MHD_Result begin_transcribe(http_req *r)
+/* The query string's parameters, each through body_query_param (a name without '=' has no value). */
+static int parse_query(http_req *r, const char *query)
+{
+    const char *p = query;
+    while (*p) {
+        size_t n = strcspn(p, "&");
+        if (n > 0) {
+            char key[128], val[256];
+            size_t kn = strcspn(p, "=");
+            int has_val = kn < n;
+            if (!has_val) kn = n;
+            size_t vn = has_val ? n - kn - 1 : 0;
+            if (kn >= sizeof key || vn >= sizeof val || url_decode(key, p, kn) ||
+                (has_val && url_decode(val, p + kn + 1, vn))) {
+                srv_err_set(&r->err, 400, "invalid_parameter", "malformed query string");
+                return -1;
+            }
+            if (body_query_param(key, has_val ? val : NULL, &r->opts, &r->err)) return -1;
+        }
+        p += n;
+        if (*p == '&') p++;
+    }
+    return 0;
+}
+
+static int check_auth(http_req *r, const hp_request *req)
+{
+    srv *s = r->s;
+    const char *authz = hp_header_get(req, "Authorization");
+    pthread_mutex_lock(&s->mu);
+    int authorised = auth_check(s->auth, authz);
+    pthread_mutex_unlock(&s->mu);
+    if (authorised) return 0;
+    srv_err e;
+    srv_err_set(&e, 401, "unauthorized", authz ? "invalid bearer token" : "missing \"Authorization: Bearer <token>\"");
+    send_err(r, &e, 0, NULL, 1);
+    return -1;
+}
+
+/* At the head of POST /v1/transcribe: everything that can be refused before the body. */
+static void begin_transcribe(http_req *r, const hp_request *req)
 {
     srv *s = r->s;
     if (atomic_load(&s->draining)) {
         metrics_reject_inc(REJECT_DRAINING);
-        return send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
-    }
-    const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    pthread_mutex_lock(&s->mu);
-    int authorised = auth_check(s->auth, authz);
-    pthread_mutex_unlock(&s->mu);
-    if (!authorised) {
-        srv_err e;
-        srv_err_set(&e, 401, "unauthorized",
-                    authz ? "invalid bearer token" : "missing \"Authorization: Bearer <token>\"");
-        return send_err(r, &e, 0, NULL, 1);
+        send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
+        return;
     }
     if (!atomic_load(&s->ready)) {
         metrics_reject_inc(REJECT_NOT_READY);
-        return send_error(r, 503, "not_ready", RETRY_AFTER_S, "the model is still loading");
+        send_error(r, 503, "not_ready", RETRY_AFTER_S, "the model is still loading");
+        return;
     }
-    query_ctx q = {r, 0};
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, on_query_arg, &q);
-    if (q.failed) return send_err(r, &r->err, 0, NULL, 0);
-
-    r->ct = media_type(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE));
-    if (r->ct == CT_NONE)
-        return send_error(r, 415, "unsupported_media_type", 0,
-                          "Content-Type must be application/json or application/x-npy");
+    if (parse_query(r, req->query)) {
+        send_err(r, &r->err, 0, NULL, 0);
+        return;
+    }
+    r->ct = media_type(hp_header_get(req, "Content-Type"));
+    if (r->ct == CT_NONE) {
+        send_error(r, 415, "unsupported_media_type", 0, "Content-Type must be application/json or application/x-npy");
+        return;
+    }
     long long max_body = atomic_load(&s->max_body_bytes), max_json = atomic_load(&s->max_json_bytes);
     r->limit = (size_t)(r->ct == CT_JSON && max_json < max_body ? max_json : max_body);
-
-    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    int chunked = te && strcasestr(te, "chunked") != NULL;
-    if (!chunked) {
-        unsigned long long len;
-        if (!cl) return send_error(r, 411, "length_required", 0, "send Content-Length or a chunked body");
-        if (parse_length(cl, &len)) return send_error(r, 400, "invalid_request", 0, "malformed Content-Length");
-        if (len > r->limit)
-            return send_error(r, 413, "payload_too_large", 0,
-                              "body of %llu bytes, the limit is %zu (limits.max_%s_bytes)", len, r->limit,
-                              r->ct == CT_JSON ? "json" : "body");
+    if (!req->chunked) {
+        /* The transport has checked the framing (one well-formed Content-Length, or chunked). */
+        if (!req->has_length) {
+            send_error(r, 411, "length_required", 0, "send Content-Length or a chunked body");
+            return;
+        }
+        unsigned long long len = req->content_length;
+        if (len > r->limit) {
+            send_error(r, 413, "payload_too_large", 0, "body of %llu bytes, the limit is %zu (limits.max_%s_bytes)",
+                       len, r->limit, r->ct == CT_JSON ? "json" : "body");
+            return;
+        }
         if (len > 0) {
             if (reserve(r, (size_t)len)) {
                 metrics_reject_inc(REJECT_MEMORY);
-                return send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
+                send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
+                return;
             }
             r->body = malloc((size_t)len);
-            if (!r->body) return send_error(r, 503, "out_of_memory", RETRY_AFTER_S, "no memory for the body");
+            if (!r->body) {
+                send_error(r, 503, "out_of_memory", RETRY_AFTER_S, "no memory for the body");
+                return;
+            }
             r->cap = (size_t)len;
         }
     }
     r->engine = srv_engine(s);
-    if (!r->engine) return send_error(r, 503, "not_ready", RETRY_AFTER_S, "the model is still loading");
+    if (!r->engine) {
+        send_error(r, 503, "not_ready", RETRY_AFTER_S, "the model is still loading");
+        return;
+    }
     r->phase = PH_BODY;
-    return MHD_YES;
 }
 
-/* Writes a complete error response to the connection's socket, bypassing MHD (see on_body). */
-static int raw_error(http_req *r, const srv_err *e)
+/* A piece of the body: appended within the cap; crossing it answers 413 at once (the transport
+ * closes the connection after the answer and drops the rest of the upload). */
+static void on_body_piece(http_req *r, const char *data, size_t n)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    char *body = reply_error_body(e);
-    if (!ci || !body) {
-        free(body);
-        return -1;
-    }
-    char head[512];
-    size_t blen = strlen(body);
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
-                      "X-Request-Id: %s\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
-                      e->status,
-                      e->status == 413   ? "Payload Too Large"
-                      : e->status == 408 ? "Request Timeout"
-                                         : "Service Unavailable",
-                      r->id,
-                      blen + 1);
-    char msg[1024];
-    int ok = hl > 0 && (size_t)hl + blen + 1 < sizeof msg;
-    if (ok) {
-        memcpy(msg, head, (size_t)hl);
-        memcpy(msg + hl, body, blen);
-        msg[(size_t)hl + blen] = '\n';
-        size_t len = (size_t)hl + blen + 1;
-        ok = send(ci->connect_fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len;
-    }
-    free(body);
-    return ok ? 0 : -1;
-}
-
-static enum MHD_Result on_body(http_req *r, const char *data, size_t *size)
-{
-    size_t n = *size;
-    *size = 0;
     r->bytes_in += (long long)n;
-    if (r->err.status) {
-        /* Already failed (cap crossed): drain what the client still sends, up to one more cap,
-         * then give up on the connection rather than read without end. */
-        r->discarded += n;
-        return r->discarded > r->limit ? MHD_NO : MHD_YES;
-    }
-    if (sched_now() - r->t0 > (double)atomic_load(&r->s->request_timeout_s)) {
-        srv_err_set(&r->err, 408, "request_timeout", "the upload took longer than server.request_timeout_s");
-        free(r->body);
-        r->body = NULL;
-        release(r, r->reserved);
-        r->len = r->cap = 0;
-        r->discarded = r->limit + 1; /* close at the next piece */
-        if (raw_error(r, &r->err) == 0) {
-            r->status = r->err.status;
-            r->code = r->err.code;
-            r->raw_replied = 1;
-        }
-        return MHD_NO;
-    }
+    if (r->phase != PH_BODY) return;
     if (r->len + n > r->limit) {
-        srv_err_set(&r->err, 413, "payload_too_large", "body larger than %zu bytes (limits.max_%s_bytes)",
-                    r->limit, r->ct == CT_JSON ? "json" : "body");
         free(r->body);
         r->body = NULL;
         release(r, r->reserved);
         r->len = r->cap = 0;
-        r->discarded = n;
-        /* MHD 0.9.x refuses a response in the middle of an upload (it can only answer early, right
-         * after the headers, as for a too large Content-Length). So the 413 goes straight to the
-         * socket now, with Connection: close; MHD has written nothing for this request yet. The
-         * rest of the upload is read and dropped (up to one more cap) so that a client that reads
-         * only after sending still finds the answer, then the connection is closed. */
-        if (send_err(r, &r->err, 0, NULL, 0) == MHD_YES) return MHD_YES;
-        r->phase = PH_BODY;
-        r->status = 0;
-        if (raw_error(r, &r->err) == 0) {
-            r->status = r->err.status;
-            r->code = r->err.code;
-            r->raw_replied = 1;
-        }
-        return MHD_YES;
+        send_error(r, 413, "payload_too_large", 0, "body larger than %zu bytes (limits.max_%s_bytes)", r->limit,
+                   r->ct == CT_JSON ? "json" : "body");
+        return;
     }
     if (r->len + n > r->cap) {
         size_t nc = r->cap ? r->cap * 2 : 64 * 1024;
@@ -450,24 +414,21 @@ static enum MHD_Result on_body(http_req *r, const char *data, size_t *size)
         }
         if (!nb) {
             metrics_reject_inc(REJECT_MEMORY);
-            srv_err_set(&r->err, 503, "overloaded", "too many request bytes held in memory; retry");
             free(r->body);
             r->body = NULL;
             release(r, r->reserved);
             r->len = r->cap = 0;
-            r->discarded = n;
-            return MHD_YES;
+            send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
+            return;
         }
         r->body = nb;
         r->cap = nc;
     }
     memcpy(r->body + r->len, data, n);
     r->len += n;
-    return MHD_YES;
 }
 
-/* A resumed connection leaves the count when its answer is queued, or when MHD closes it without
- * asking for one (the client went away while its batch ran). */
+/* A resumed request leaves the count when its answer is queued, or when it ends without one. */
 static void uncount_suspended(http_req *r)
 {
     if (r->counted_suspended) {
@@ -476,15 +437,13 @@ static void uncount_suspended(http_req *r)
     }
 }
 
+/* On a worker thread: the batch holding this request ran (or was cancelled). */
 static void job_done(sched_job *sj, void *user)
 {
     (void)sj;
     http_req *r = user;
-    pthread_mutex_lock(&r->mu);
-    r->phase = PH_DONE;
-    pthread_mutex_unlock(&r->mu);
-    /* The connection stays suspended until this call, so r cannot be freed before it. */
-    MHD_resume_connection(r->conn);
+    r->phase = PH_DONE; /* published to the loop thread by tp_resume's lock */
+    tp_resume(r->conn);
 }
 
 static json_t *result_json(http_req *r, const rnnt_result *res, double queue_s, double compute_s,
@@ -513,34 +472,37 @@ static json_t *result_json(http_req *r, const rnnt_result *res, double queue_s, 
                      total_s * 1e3);
 }
 
-static enum MHD_Result finish_transcribe(http_req *r)
+static void finish_transcribe(http_req *r)
 {
     eng_job *j = &r->job;
     uncount_suspended(r);
-    if (j->sj.outcome == SCHED_CANCELLED)
-        return send_error(r, 503, "shutting_down", RETRY_AFTER_S,
-                          "the server shut down before this request was decoded");
+    if (j->sj.outcome == SCHED_CANCELLED) {
+        send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server shut down before this request was decoded");
+        return;
+    }
     double queue_s = j->sj.t_start - j->sj.t_submit;
     switch (j->status) {
-    case RNNT_OK: {
+    case RNNT_OK:
         metrics_transcription(r->audio_s, queue_s, j->compute_s, r->bytes_in);
-        return send_json(r, 200, result_json(r, &j->result, queue_s, j->compute_s, j->sj.batch_size));
-    }
+        send_json(r, 200, result_json(r, &j->result, queue_s, j->compute_s, j->sj.batch_size));
+        return;
     case RNNT_ERR_NUMERIC:
-        return send_error(r, 422, "numeric_error", 0, "%s", j->err);
+        send_error(r, 422, "numeric_error", 0, "%s", j->err);
+        return;
     case RNNT_ERR_NOMEM:
-        return send_error(r, 503, "out_of_memory", RETRY_AFTER_S, "%s", j->err);
+        send_error(r, 503, "out_of_memory", RETRY_AFTER_S, "%s", j->err);
+        return;
     default:
         log_msg(LOG_ERROR, "msg=\"engine error\" id=%s status=%d", r->id, (int)j->status);
-        return send_error(r, 500, "internal", 0, "engine error: %s", j->err);
+        send_error(r, 500, "internal", 0, "engine error: %s", j->err);
+        return;
     }
 }
 
-static enum MHD_Result upload_complete(http_req *r)
+/* The whole body is in: parse, validate, queue (the connection is suspended until job_done). */
+static void upload_complete(http_req *r)
 {
     srv *s = r->s;
-    if (r->raw_replied) return MHD_NO; /* answered on the socket already: close */
-    if (r->err.status) return send_err(r, &r->err, r->err.status == 503 ? RETRY_AFTER_S : 0, NULL, 0);
     const rnnt_model_info *info = eng_info(r->engine);
     int dim = info->feature_dim, max_frames = eng_max_frames(r->engine);
     body_feats f = {0};
@@ -556,19 +518,23 @@ static enum MHD_Result upload_complete(http_req *r)
     r->body = NULL;
     release(r, r->reserved);
     r->len = r->cap = 0;
-    if (rc) return send_err(r, &e, e.status == 503 ? RETRY_AFTER_S : 0, NULL, 0);
+    if (rc) {
+        send_err(r, &e, e.status == 503 ? RETRY_AFTER_S : 0, NULL, 0);
+        return;
+    }
     r->features = f.data;
     r->frames = f.frames;
     r->audio_s = (double)f.frames * info->hop_length / (info->sample_rate > 0 ? info->sample_rate : 1);
-    size_t fbytes = (size_t)f.frames * (size_t)dim * sizeof(float);
-    if (fbytes && reserve(r, fbytes)) {
-        metrics_reject_inc(REJECT_MEMORY);
-        return send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
-    }
     if (f.frames == 0) {
-        /* No frames, no tokens (FORMAT.md); nothing for the engine to do. */
-        metrics_transcription(0, 0, 0, r->bytes_in);
-        return send_json(r, 200, result_json(r, NULL, 0, 0, 0));
+        /* Nothing to transcribe is the client's mistake, not an empty transcript. */
+        send_error(r, 422, "empty_utterance", 0, "the utterance has no frames");
+        return;
+    }
+    size_t fbytes = (size_t)f.frames * (size_t)dim * sizeof(float);
+    if (reserve(r, fbytes)) {
+        metrics_reject_inc(REJECT_MEMORY);
+        send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
+        return;
     }
     eng_job *j = &r->job;
     j->features = r->features;
@@ -578,212 +544,203 @@ static enum MHD_Result upload_complete(http_req *r)
     j->sj.group = r->engine;
     j->sj.done = job_done;
     j->sj.user = r;
-    /* Submit and suspend under r->mu, so job_done (which takes it) resumes only a suspended
-     * connection. */
-    pthread_mutex_lock(&r->mu);
+    /* Suspend first: job_done may run on a worker before sched_submit returns; its tp_resume is
+     * handled by this loop thread only after this callback returns. */
+    r->phase = PH_QUEUED;
+    r->counted_suspended = 1;
+    atomic_fetch_add(&s->suspended, 1);
+    tp_suspend(r->conn);
     sched_status st = sched_submit(s->sched, &j->sj);
-    if (st == SCHED_OK) {
-        r->phase = PH_QUEUED;
-        r->counted_suspended = 1;
-        atomic_fetch_add(&s->suspended, 1);
-        MHD_suspend_connection(r->conn);
-    }
-    pthread_mutex_unlock(&r->mu);
-    if (st == SCHED_OK) return MHD_YES;
+    if (st == SCHED_OK) return;
+    r->phase = PH_BODY;
+    uncount_suspended(r);
     if (st == SCHED_FULL) {
         metrics_reject_inc(REJECT_QUEUE_FULL);
-        return send_error(r, 503, "queue_full", sched_retry_after_s(s->sched),
-                          "the request queue is full (batching.max_queue or max_queue_wait_ms); retry later");
-    }
-    if (st == SCHED_CLOSED) {
+        send_error(r, 503, "queue_full", sched_retry_after_s(s->sched),
+                   "the request queue is full (batching.max_queue or max_queue_wait_ms); retry later");
+    } else if (st == SCHED_CLOSED) {
         metrics_reject_inc(REJECT_DRAINING);
-        return send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
+        send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
+    } else if (st == SCHED_UNAVAILABLE) {
+        send_error(r, 503, "unavailable", 30, "every engine worker is hung (batching.worker_deadline_s)");
+    } else {
+        send_error(r, 500, "internal", 0, "could not queue the request");
     }
-    if (st == SCHED_UNAVAILABLE)
-        return send_error(r, 503, "unavailable", 30, "every engine worker is hung (batching.worker_deadline_s)");
-    return send_error(r, 500, "internal", 0, "could not queue the request");
 }
 
-/* ---- MHD callbacks ---- */
+/* ---- transport callbacks ---- */
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **req_cls)
+static void on_head(void *ctx, tp_conn *c, const hp_request *req)
 {
-    (void)version;
-    srv *s = cls;
-    http_req *r = *req_cls;
+    srv *s = ctx;
+    http_req *r = req_new(s, c, req->path, req->method);
     if (!r) {
-        r = req_new(s, conn, url, method);
-        if (!r) return MHD_NO;
-        *req_cls = r;
-        int is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-        if (strcmp(url, "/v1/transcribe") == 0) {
-            r->ep = EP_TRANSCRIBE;
-            if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
-                srv_err e;
-                srv_err_set(&e, 405, "method_not_allowed", "use POST for /v1/transcribe");
-                return send_err(r, &e, 0, "POST", 0);
-            }
-            return begin_transcribe(r);
-        }
-        if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready"))
-            r->ep = EP_HEALTH;
-        else if (!strcmp(url, "/metrics"))
-            r->ep = EP_METRICS;
-        else
-            return send_error(r, 404, "not_found", 0, "no such endpoint (see /health, /metrics, POST /v1/transcribe)");
-        if (!is_get) {
-            srv_err e;
-            srv_err_set(&e, 405, "method_not_allowed", "use GET");
-            return send_err(r, &e, 0, "GET, HEAD", 0);
-        }
-        /* Answer on the next call, once MHD has seen the (empty) body: a response queued right
-         * after the headers makes MHD close the connection instead of keeping it alive. */
-        r->phase = PH_BODY;
-        return MHD_YES;
+        tp_respond(c, 503, "Content-Type: application/json\r\nRetry-After: 1\r\n", NULL, 0, 1);
+        return;
     }
-    if (r->phase == PH_REPLIED) {
-        /* A response is queued; whatever body follows is not ours to read. */
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
-    if (r->ep != EP_TRANSCRIBE) {
-        if (*upload_data_size) {
-            /* A GET with a body: not ours to read; answer without it. */
-            r->bytes_in += (long long)*upload_data_size;
-            *upload_data_size = 0;
-            return MHD_YES;
+    tp_set_user(c, r);
+    const char *url = req->path;
+    int is_get = req->method_id == HP_GET || req->method_id == HP_HEAD;
+    if (strcmp(url, "/v1/transcribe") == 0) {
+        r->ep = EP_TRANSCRIBE;
+        r->counted_in_flight = 1;
+        atomic_fetch_add(&s->in_flight, 1);
+        /* Authentication first: without a token a client learns nothing, not even which methods exist. */
+        if (check_auth(r, req)) return;
+        if (req->method_id != HP_POST) {
+            srv_err_set(&r->early, 405, "method_not_allowed", "use POST for /v1/transcribe");
+            r->early_allow = "POST";
+        } else {
+            begin_transcribe(r, req);
+            return;
         }
-        return serve_get(r, url);
+    } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready")) {
+        r->ep = EP_HEALTH;
+    } else if (!strcmp(url, "/metrics")) {
+        r->ep = EP_METRICS;
+    } else {
+        srv_err_set(&r->early, 404, "not_found", "no such endpoint (see /health, /metrics, POST /v1/transcribe)");
     }
-    if (*upload_data_size) return on_body(r, upload_data, upload_data_size);
-    pthread_mutex_lock(&r->mu);
-    req_phase ph = r->phase;
-    pthread_mutex_unlock(&r->mu);
-    if (ph == PH_DONE) return finish_transcribe(r);
-    if (ph == PH_BODY) return upload_complete(r);
-    return MHD_YES; /* PH_QUEUED: a spurious call while suspended; nothing to do */
+    if (!r->early.status && !is_get) {
+        srv_err_set(&r->early, 405, "method_not_allowed", "use GET");
+        r->early_allow = "GET, HEAD";
+    }
+    /* No body is read here: a short one is dropped and the answer given after it (keeping the
+     * connection), a long one is not waited for. */
+    if (req->chunked || req->content_length > HTTP_DROP_BODY_MAX) {
+        if (r->early.status) send_err(r, &r->early, 0, r->early_allow, 0);
+        else serve_get(r, url);
+    }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
-                         enum MHD_RequestTerminationCode toe)
+static void on_body(void *ctx, tp_conn *c, const char *data, size_t len)
 {
-    (void)cls;
-    http_req *r = *req_cls;
-    if (!r) return;
-    *req_cls = NULL;
+    (void)ctx;
+    http_req *r = tp_user(c);
+    if (r->ep == EP_TRANSCRIBE && !r->early.status) on_body_piece(r, data, len);
+    else r->bytes_in += (long long)len;
+}
+
+static void on_body_end(void *ctx, tp_conn *c)
+{
+    (void)ctx;
+    http_req *r = tp_user(c);
+    if (r->early.status) send_err(r, &r->early, 0, r->early_allow, 0);
+    else if (r->ep == EP_TRANSCRIBE) upload_complete(r);
+    else serve_get(r, tp_request(c)->path);
+}
+
+static void on_resume(void *ctx, tp_conn *c)
+{
+    (void)ctx;
+    http_req *r = tp_user(c);
+    if (r->phase == PH_DONE) finish_transcribe(r);
+}
+
+/* The transport refused a request (malformed head or framing, a deadline, a connection over the
+ * cap): the same error shape, logged and counted like any other answer. */
+static void on_error(void *ctx, tp_conn *c, const hp_error *he)
+{
+    srv *s = ctx;
+    http_req *r = tp_user(c);
+    if (!r) {
+        const hp_request *req = tp_request(c);
+        r = req_new(s, c, req ? req->path : "-", req ? req->method : "-");
+        if (!r) {
+            tp_respond(c, he->status, "Content-Type: application/json\r\n", NULL, 0, 1);
+            return;
+        }
+        tp_set_user(c, r);
+    }
+    if (r->phase == PH_BODY) {
+        free(r->body);
+        r->body = NULL;
+        release(r, r->reserved);
+        r->len = r->cap = 0;
+    }
+    srv_err e;
+    srv_err_set(&e, he->status, he->code, "%s", he->message);
+    reply_opts o = {0};
+    o.request_id = r->id;
+    o.retry_after_s = he->status == 503 ? RETRY_AFTER_S : 0;
+    o.close = 1;
+    r->status = e.status;
+    r->code = e.code;
+    r->phase = PH_REPLIED;
+    reply_error(c, &e, &o);
+}
+
+static void on_done(void *ctx, tp_conn *c, tp_outcome outcome)
+{
+    (void)ctx;
+    http_req *r = tp_user(c);
     double total = sched_now() - r->t0;
-    const char *outcome = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK     ? "ok"
-                          : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout"
-                          : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT    ? "client_abort"
-                          : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
-                                                                          : "error";
+    const char *outcome_s = outcome == TP_OK              ? "ok"
+                            : outcome == TP_TIMEOUT        ? "timeout"
+                            : outcome == TP_CLIENT_ABORT   ? "client_abort"
+                            : outcome == TP_SHUTDOWN       ? "shutdown"
+                                                           : "error";
     metrics_request(r->ep, r->status, total);
     log_level lv = r->status >= 500 ? LOG_WARN : LOG_INFO;
     if ((atomic_load(&r->s->log_requests) || lv == LOG_WARN) && log_enabled(lv)) {
-        char remote[64] = "-";
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        if (ci && ci->client_addr) {
-            char host[48] = "";
-            unsigned port = 0;
-            if (ci->client_addr->sa_family == AF_INET) {
-                const struct sockaddr_in *a = (const struct sockaddr_in *)ci->client_addr;
-                inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-                port = ntohs(a->sin_port);
-            } else if (ci->client_addr->sa_family == AF_INET6) {
-                const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ci->client_addr;
-                inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-                port = ntohs(a->sin6_port);
-            }
-            snprintf(remote, sizeof remote, "%s%s%s:%u", ci->client_addr->sa_family == AF_INET6 ? "[" : "",
-                     host, ci->client_addr->sa_family == AF_INET6 ? "]" : "", port);
-        }
+        const char *remote = tp_peer(c);
         if (r->ep == EP_TRANSCRIBE && r->job.sj.batch_size > 0)
             log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
                     "frames=%d audio_s=%.3f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
-                    r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome, r->bytes_in,
+                    r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome_s, r->bytes_in,
                     r->frames, r->audio_s, r->job.sj.batch_size,
                     (r->job.sj.t_start - r->job.sj.t_submit) * 1e3, r->job.compute_s * 1e3, total * 1e3, remote);
         else
             log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
                     "total_ms=%.2f remote=%s",
-                    r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome, r->bytes_in,
+                    r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome_s, r->bytes_in,
                     total * 1e3, remote);
     }
+    tp_set_user(c, NULL);
     req_free(r);
-}
-
-static void mhd_logger(void *cls, const char *fmt, va_list ap)
-{
-    (void)cls;
-    char msg[512], q[600];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
-    log_quote(q, sizeof q, msg);
-    /* While serving, libmicrohttpd reports what clients do (closed early, timed out, sent junk);
-     * each request has its own line already, so these are info. "Application reported internal
-     * error" follows every connection we close on purpose (a body past its cap): debug. */
-    log_msg(strstr(msg, "Application reported internal error") ? LOG_DEBUG : LOG_INFO,
-            "msg=libmicrohttpd detail=%s", q);
 }
 
 int http_start(srv *s, char *err, size_t errlen)
 {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    int fam = cfg_listen_addr(s->c.listen, &a4->sin_addr, &a6->sin6_addr);
-    if (fam == 0) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)s->c.port);
-    } else if (fam == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)s->c.port);
-        flags |= MHD_USE_IPv6;
-    } else {
-        snprintf(err, errlen, "server.listen: \"%s\" is not an IPv4 or IPv6 address", s->c.listen);
-        return -1;
-    }
-    s->mhd = MHD_start_daemon(
-        flags, (uint16_t)s->c.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->c.http_threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)s->c.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->c.connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_END);
-    if (!s->mhd) {
-        snprintf(err, errlen, "cannot listen on %s port %lld (address in use, or not allowed?)", s->c.listen,
-                 s->c.port);
-        return -1;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : (unsigned)s->c.port;
+    static const tp_handlers h = {on_head, on_body, on_body_end, on_resume, on_error, on_done};
+    tp_config tc = {0};
+    tc.listen = s->c.listen;
+    tc.port = (unsigned)s->c.port;
+    tc.threads = (int)s->c.http_threads;
+    tc.max_connections = s->c.max_connections;
+    tc.max_per_ip = s->c.max_connections_per_ip;
+    tc.head_timeout_s = s->c.head_timeout_s;
+    tc.idle_timeout_s = s->c.connection_timeout_s;
+    tc.body_timeout_s = &s->request_timeout_s;
+    if (tp_start(&tc, &h, s, &s->tp, err, errlen)) return -1;
+    s->port = tp_port(s->tp);
+    if (tp_max_connections(s->tp) < s->c.max_connections)
+        log_msg(LOG_WARN,
+                "msg=\"the open-file limit (RLIMIT_NOFILE) allows fewer connections than server.max_connections\" "
+                "max_connections=%lld allowed=%lld",
+                s->c.max_connections, tp_max_connections(s->tp));
     return 0;
+}
+
+long long http_max_connections(srv *s)
+{
+    return s->tp ? tp_max_connections(s->tp) : 0;
 }
 
 void http_quiesce(srv *s)
 {
-    if (!s->mhd) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    tp_quiesce(s->tp);
 }
 
 long long http_connections(srv *s)
 {
-    if (!s->mhd) return 0;
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return di ? (long long)di->num_connections : 0;
+    return tp_connections(s->tp);
 }
 
 void http_stop(srv *s)
 {
-    if (!s->mhd) return;
-    MHD_stop_daemon(s->mhd);
-    s->mhd = NULL;
+    tp_stop(s->tp);
+    s->tp = NULL;
 }

@@ -40,7 +40,7 @@ unsigned long long log_dropped(void) { return atomic_load(&g_dropped); }
  * journald stalled, disk full, stderr closed) is dropped and counted, and the caller goes on. */
 static void write_line(const char *line, size_t len)
 {
-    int saved = errno; /* callers (libmicrohttpd's error log among them) may read errno after logging */
+    int saved = errno; /* callers may read errno after logging */
     ssize_t w;
     if (rnnt_fault_hit("log_enospc")) {
         w = -1;

@@ -60,7 +60,7 @@ static int install_signals(void)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || sigaction(SIGHUP, &sa, NULL))
         return -1;
-    signal(SIGPIPE, SIG_IGN); /* MHD sends with MSG_NOSIGNAL, but be sure */
+    signal(SIGPIPE, SIG_IGN); /* the transport sends with MSG_NOSIGNAL, but be sure */
     return 0;
 }
 
@@ -237,7 +237,7 @@ static void drain(srv *s)
     /* Batches already running always finish (decoding is finite); their connections get resumed. */
     if (sched_wait_idle(s->sched, 600.0))
         log_msg(LOG_ERROR, "msg=\"engine workers still busy after 600 s\"");
-    /* Resumed connections still have to be answered by MHD's threads before it may stop. */
+    /* Resumed connections still have to be answered by the transport's loops before it may stop. */
     wait_until(&s->suspended, sched_now() + 10.0);
     if (atomic_load(&s->suspended) > 0)
         log_msg(LOG_ERROR, "msg=\"connections still suspended after the drain\" n=%lld",
@@ -479,9 +479,10 @@ int main(int argc, char **argv)
         return 1;
     }
     log_msg(LOG_INFO,
-            "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld auth=%s workers=%lld "
-            "cpu_threads=%lld",
-            s->c.listen, s->port, s->c.http_threads, s->c.max_connections, s->auth ? "bearer" : "off",
+            "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld max_connections_per_ip=%lld "
+            "head_timeout_s=%lld auth=%s workers=%lld cpu_threads=%lld",
+            s->c.listen, s->port, s->c.http_threads, http_max_connections(s), s->c.max_connections_per_ip,
+            s->c.head_timeout_s, s->auth ? "bearer" : "off",
             s->c.workers, s->c.cpu_threads);
     notify_send("STATUS=loading model %s", s->c.model_path);
 

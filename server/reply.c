@@ -16,50 +16,38 @@ void srv_err_set(srv_err *e, unsigned status, const char *code, const char *fmt,
     va_end(ap);
 }
 
-static void add_headers(struct MHD_Response *r, const reply_opts *o)
+/* The header lines for o after Content-Type and Cache-Control (each ends in CRLF). */
+static void format_headers(char *h, size_t n, const char *content_type, const reply_opts *o)
 {
-    if (!o) return;
-    if (o->request_id && o->request_id[0]) MHD_add_response_header(r, "X-Request-Id", o->request_id);
-    if (o->retry_after_s > 0) {
-        char v[16];
-        snprintf(v, sizeof v, "%d", o->retry_after_s);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
-    }
-    if (o->allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, o->allow);
-    if (o->www_authenticate) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (o->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    size_t k = (size_t)snprintf(h, n, "Content-Type: %s\r\nCache-Control: no-store\r\n", content_type);
+#define ADD(...) \
+    do { \
+        if (k < n) k += (size_t)snprintf(h + k, n - k, __VA_ARGS__); \
+    } while (0)
+    if (o && o->request_id && o->request_id[0]) ADD("X-Request-Id: %s\r\n", o->request_id);
+    if (o && o->retry_after_s > 0) ADD("Retry-After: %d\r\n", o->retry_after_s);
+    if (o && o->allow) ADD("Allow: %s\r\n", o->allow);
+    if (o && o->www_authenticate) ADD("WWW-Authenticate: Bearer\r\n");
+#undef ADD
 }
 
-enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *content_type,
-                           char *text, size_t len, const reply_opts *o)
+int reply_text(tp_conn *c, unsigned status, const char *content_type, char *text, size_t len, const reply_opts *o)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    add_headers(r, o);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    char h[512];
+    format_headers(h, sizeof h, content_type, o);
+    int rc = tp_respond(c, status, h, text, len, o && o->close);
+    free(text);
+    return rc;
 }
 
-enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *body, const reply_opts *o)
+int reply_json(tp_conn *c, unsigned status, json_t *body, const reply_opts *o)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(7)) : NULL;
     json_decref(body);
     if (!text) {
         /* Out of memory while formatting: still answer with the error shape, from static text. */
         static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
-        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom,
-                                                                 MHD_RESPMEM_PERSISTENT);
-        if (!r) return MHD_NO;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_INTERNAL_SERVER_ERROR, r);
-        MHD_destroy_response(r);
-        return ret;
+        return tp_respond(c, 500, "Content-Type: application/json\r\n", oom, sizeof oom - 1, o && o->close);
     }
     size_t len = strlen(text);
     /* A trailing newline makes curl output readable; JSON parsers ignore it. */
@@ -82,7 +70,7 @@ char *reply_error_body(const srv_err *e)
     return t;
 }
 
-enum MHD_Result reply_error(struct MHD_Connection *c, const srv_err *e, const reply_opts *o)
+int reply_error(tp_conn *c, const srv_err *e, const reply_opts *o)
 {
     unsigned status = e->status >= 400 && e->status <= 599 ? e->status : 500;
     /* json_pack with "s" rejects invalid UTF-8; messages may quote client bytes, so fall back to a

@@ -1,12 +1,13 @@
 /* reply.h — the one place that turns results and errors into HTTP responses.
  * Every error body is {"error": {"code": "...", "message": "..."}} with a real 4xx/5xx status;
  * nothing here ever sends an error with 200. Thread-safe (no shared state); each function must be
- * called from the MHD thread that owns the connection, as MHD_queue_response requires. */
+ * called from the transport loop thread that owns the connection (inside a tp_handlers callback). */
 #ifndef SRV_REPLY_H
 #define SRV_REPLY_H
 
 #include <jansson.h>
-#include <microhttpd.h>
+
+#include "transport.h"
 
 /* An error found while handling a request: status, stable machine code, one-line message. */
 typedef struct {
@@ -27,13 +28,12 @@ typedef struct {
     int close;               /* Connection: close */
 } reply_opts;
 
-/* Sends body (reference stolen, freed here) as JSON. Returns MHD_queue_response's result. */
-enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *body, const reply_opts *o);
+/* Sends body (reference stolen, freed here) as JSON. 0, or -1 (see tp_respond). */
+int reply_json(tp_conn *c, unsigned status, json_t *body, const reply_opts *o);
 /* Sends the error shape for e. */
-enum MHD_Result reply_error(struct MHD_Connection *c, const srv_err *e, const reply_opts *o);
-/* Sends text (taken over, free()d by MHD) with the given Content-Type. */
-enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *content_type,
-                           char *text, size_t len, const reply_opts *o);
+int reply_error(tp_conn *c, const srv_err *e, const reply_opts *o);
+/* Sends text (taken over, free()d here) with the given Content-Type. */
+int reply_text(tp_conn *c, unsigned status, const char *content_type, char *text, size_t len, const reply_opts *o);
 /* The error document for e as compact JSON text (malloc'd), used by reply_error and tests. */
 char *reply_error_body(const srv_err *e);
 

@@ -13,7 +13,7 @@
 #include "eng.h"
 #include "scheduler.h"
 
-struct MHD_Daemon;
+struct tp_server;
 
 typedef struct srv {
     cfg c;
@@ -21,12 +21,12 @@ typedef struct srv {
     eng *engine;  /* current generation; NULL until the first model is loaded */
     auth *auth;   /* NULL: no authentication */
     sched *sched;
-    struct MHD_Daemon *mhd;
+    struct tp_server *tp;
     unsigned port; /* bound port */
 
     _Atomic int ready;     /* model loaded and warmed up */
     _Atomic int draining;  /* SIGTERM received: new requests get 503 */
-    _Atomic long long in_flight;   /* requests between their first callback and completion */
+    _Atomic long long in_flight;   /* transcription requests between their head and their end */
     _Atomic long long suspended;   /* connections suspended while their batch runs */
     _Atomic long long pending_bytes;
     _Atomic unsigned long long next_id;

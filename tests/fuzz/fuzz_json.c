@@ -1,6 +1,6 @@
 /* fuzz_json — a request's options and JSON body (server/body.c) as the daemon applies them: query
  * parameters first, then the body. Input: an optional first line "?key=value&key" (the query string,
- * already split and decoded as libmicrohttpd hands it over), then the JSON body. The model width is 3
+ * already split and decoded as the HTTP parser hands it over), then the JSON body. The model width is 3
  * and the frame limit 16, so small inputs reach every check. Properties: an accepted body has at
  * most 16 frames of 3 finite values; a rejection is a 4xx (or 503) with a code and a message; a
  * parse leaves no memory behind (LeakSanitizer). */

@@ -98,6 +98,9 @@ class OpenApi(unittest.TestCase):
                        if f.endswith(".c"))
         # Every error code the server can send is listed in the Error schema's enum.
         used = set(re.findall(r'(?:srv_err_set\([^,]+|send_error\(r), (\d{3}), "([a-z_]+)"', code))
+        # The transport's own answers (http_parse.c, transport.c): fail(err, NNN, "code"...) and
+        # hp_error e = {NNN, "code"...}.
+        used |= set(re.findall(r'(?:fail\(err, |hp_error e = \{)(\d{3}), "([a-z_]+)"', code))
         self.assertGreater(len(used), 15)
         enum = re.search(r"enum: \[(invalid_request[^\]]+)\]", spec).group(1)
         listed = {c.strip() for c in enum.split(",")}

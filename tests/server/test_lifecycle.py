@@ -155,7 +155,7 @@ class Loading(unittest.TestCase):
             d.wait_ready()
             self.assertEqual(d.metrics()["rnntd_ready"], 1)
             st, _, doc = d.transcribe(b'{"features": []}')
-            self.assertEqual(st, 200)
+            self.assertEqual((st, doc["error"]["code"]), (422, "empty_utterance"))  # past the ready gate
             self.assertEqual(d.stop(), 0)
         finally:
             try:
