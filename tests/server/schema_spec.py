@@ -1,10 +1,11 @@
 """The OpenAPI spec made concrete for one running daemon (run by test_schema.py with the schemathesis
 venv's Python, which has PyYAML).
 
-  schema_spec.py SPEC OUT FEATURE_DIM MIN_FRAMES MAX_FRAMES
+  schema_spec.py SPEC OUT FEATURE_DIM MIN_FRAMES MAX_FRAMES [--auth]
       writes SPEC with the frame width and the frame limits of the running daemon (/health, and
       whether it takes zero frames) as schema bounds, so schemathesis generates frames of the right
-      width and checks the limits' edges
+      width and checks the limits' edges; --auth: the daemon has server.auth_token_file, so the
+      bearer token is required on /v1/* (the spec's "optional" becomes "required")
   schema_spec.py SPEC --example                     prints the JSON request body example
 The published spec states these bounds in words only: they belong to the model and the
 configuration, not to the API."""
@@ -31,6 +32,8 @@ def main(argv):
     feats = spec["components"]["schemas"]["TranscribeRequest"]["properties"]["features"]
     feats["minItems"] = max(min_frames, feats.get("minItems", 0))
     feats["maxItems"] = max_frames
+    if "--auth" in argv[6:]:
+        post["security"] = [{"bearer": []}]
     feats["items"]["minItems"] = dim
     feats["items"]["maxItems"] = dim
     with open(out, "w") as f:

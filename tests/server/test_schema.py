@@ -9,7 +9,8 @@ float32 bound.
 
 Environment: RNNTD_BIN, RNNTD_MODEL (models/en-char-small), RNNTD_OPENAPI (server/openapi.yaml),
 RNNTD_SCHEMATHESIS (the schemathesis venv; default deploy/install-deps.sh's, ~/.local/share/rnntd/pyenv),
-RNNTD_SCHEMA_SECONDS (schemathesis's time budget, default 50), RNNTD_SCHEMA_SEED (default 1).
+RNNTD_SCHEMA_SECONDS (schemathesis's time budget, default 40, and 15 more with a bearer token),
+RNNTD_SCHEMA_SEED (default 1).
 Without schemathesis the deterministic tests still run and the test exits 77 (ctest: skipped), saying
 why; it never passes silently."""
 import json
@@ -29,7 +30,9 @@ VENV = os.environ.get("RNNTD_SCHEMATHESIS") or os.environ.get("RNNTD_PYENV") or 
     os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "rnntd", "pyenv")
 ST_BIN = os.path.join(VENV, "bin", "schemathesis")
 ST_PY = os.path.join(VENV, "bin", "python")
-SECONDS = int(os.environ.get("RNNTD_SCHEMA_SECONDS", "50"))
+SECONDS = int(os.environ.get("RNNTD_SCHEMA_SECONDS", "40"))
+AUTH_SECONDS = 15
+TOKEN = "s3cret-Token_1"
 SEED = os.environ.get("RNNTD_SCHEMA_SEED", "1")
 ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")  # the spec's response pattern for ids
 MAX_FRAMES = 256
@@ -111,26 +114,66 @@ class Contract(DaemonTest):
         self.assertError(st, hd, json.dumps(doc), 422, "non_finite_feature")
 
     def test_schemathesis(self):
+        self.run_schemathesis(SECONDS)
+
+    def run_schemathesis(self, seconds, auth=False):
         if not have_schemathesis():
-            SKIPPED.append("schemathesis is not installed at %s: run deploy/install-deps.sh (it installs the "
+            SKIPPED.append("schemathesis is not installed at %s: run deploy/install-deps.sh --test (it installs the "
                            "pinned version from PyPI into that venv), or set RNNTD_SCHEMATHESIS" % VENV)
             self.skipTest(SKIPPED[-1])
         tmp = tempfile.mkdtemp(prefix="rnntd-schema-")
         spec = os.path.join(tmp, "openapi.yaml")
         subprocess.run([ST_PY, os.path.join(HERE, "schema_spec.py"), SPEC, spec, str(self.dim),
-                        str(self.min_frames()), str(MAX_FRAMES)], check=True)
+                        str(self.min_frames()), str(MAX_FRAMES)] + (["--auth"] if auth else []), check=True)
         cmd = [ST_BIN, "--config-file", os.path.join(HERE, "schemathesis.toml"), "run", spec,
                "--url", "http://127.0.0.1:%d" % self.d.port, "--checks", "all", "--mode", "all",
-               "--max-time", str(SECONDS), "--workers", "2", "--seed", SEED, "--request-timeout", str(10 * SLOW),
+               "--max-time", str(seconds), "--workers", "2", "--seed", SEED, "--request-timeout", str(10 * SLOW),
                "--no-color", "--output-truncate", "true", "--continue-on-failure"]
+        if auth:
+            # The token on every request; schemathesis's ignored_auth check also sends none and a wrong one.
+            cmd += ["--header", "Authorization: Bearer " + TOKEN, "--include-path", "/v1/transcribe"]
         print("running:", " ".join(cmd), flush=True)
         env = dict(os.environ, SCHEMATHESIS_HOOKS="", HYPOTHESIS_STORAGE_DIRECTORY=os.path.join(tmp, "hypothesis"))
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, timeout=SECONDS + 60)
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, timeout=seconds + 60)
         out = "\n".join(l[:300] for l in r.stdout.splitlines() if l.strip())
         print(out[-12000:], flush=True)
         self.assertEqual(r.returncode, 0, "schemathesis found mismatches (above); stderr:\n" + r.stderr[-3000:])
         self.assertRegex(r.stdout, r"\d+ generated, \d+ passed")
 
+
+class ContractWithToken(Contract):
+    """The same daemon with server.auth_token_file: /v1/transcribe requires the bearer token."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tokdir = tempfile.mkdtemp(prefix="rnntd-tok-")
+        tok = os.path.join(cls.tokdir, "token")
+        with open(tok, "w") as f:
+            f.write(TOKEN + "\n")
+        os.chmod(tok, 0o600)
+        cls.config = Contract.config + "server:\n  auth_token_file: \"%s\"\n" % tok
+        super().setUpClass()
+
+    def transcribe_json(self, doc, query="", headers=None):
+        h = {"Authorization": "Bearer " + TOKEN}
+        h.update(headers or {})
+        return self.d.transcribe(json.dumps(doc).encode(), "application/json", query, h)
+
+    def test_token_required(self):
+        st, hd, doc = self.d.transcribe(json.dumps({"features": [self.frame()]}).encode())
+        self.assertError(st, hd, json.dumps(doc), 401, "unauthorized")
+        st, _, doc = self.transcribe_json({"features": [self.frame()]})
+        self.assertEqual(st, 200, doc)
+
+    def test_schemathesis(self):
+        self.run_schemathesis(AUTH_SECONDS, auth=True)
+
+    # The deterministic checks ran on the daemon without a token; once is enough.
+    test_spec_example_is_valid_for_the_shipped_model = None
+    test_timestamps_query_takes_exactly_true_or_false = None
+    test_request_id_rule = None
+    test_float32_bound_is_exact = None
+    test_health_reports_the_bounds = None
 
 if __name__ == "__main__":
     prog = unittest.main(exit=False, verbosity=2)
