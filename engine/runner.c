@@ -2,11 +2,91 @@
  * results, and turns tokens into text. Backends only compute. */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "fault.h"
+
+/* ---- fault injection (fault.h): a few named counters, parsed once ---- */
+
+#define FAULT_MAX 8
+static struct {
+    char name[32];
+    _Atomic long long left; /* fires while > 0; -1: always */
+} g_faults[FAULT_MAX];
+static int g_n_faults, g_fault_status;
+static char g_fault_desc[256] = "none";
+static _Atomic int g_fault_armed;
+static pthread_once_t g_fault_once = PTHREAD_ONCE_INIT;
+
+static void fault_parse(void)
+{
+    const char *env = getenv("RNNTD_FAULT");
+    if (!env || !*env) return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", env);
+    g_fault_desc[0] = '\0';
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        long long count = 1;
+        if (colon) {
+            *colon = '\0';
+            char *end;
+            if (!strcmp(colon + 1, "always")) count = -1;
+            else {
+                count = strtoll(colon + 1, &end, 10);
+                if (end == colon + 1 || *end || count < -1 || count == 0) {
+                    snprintf(g_fault_desc, sizeof g_fault_desc, "RNNTD_FAULT: bad count in \"%s\"", env);
+                    g_fault_status = -1;
+                    g_n_faults = 0;
+                    return;
+                }
+            }
+        }
+        if (!*tok || strlen(tok) >= sizeof g_faults[0].name || g_n_faults == FAULT_MAX) {
+            snprintf(g_fault_desc, sizeof g_fault_desc, "RNNTD_FAULT: bad entry in \"%s\"", env);
+            g_fault_status = -1;
+            g_n_faults = 0;
+            return;
+        }
+        snprintf(g_faults[g_n_faults].name, sizeof g_faults[0].name, "%s", tok);
+        atomic_store(&g_faults[g_n_faults].left, count);
+        size_t l = strlen(g_fault_desc);
+        snprintf(g_fault_desc + l, sizeof g_fault_desc - l, "%s%s:%lld", l ? "," : "", tok, count);
+        g_n_faults++;
+    }
+    g_fault_status = g_n_faults;
+}
+
+int rnnt_fault_init(char *desc, size_t n)
+{
+    pthread_once(&g_fault_once, fault_parse);
+    if (desc && n) snprintf(desc, n, "%s", g_fault_desc);
+    return g_fault_status;
+}
+
+void rnnt_fault_arm(void) { atomic_store(&g_fault_armed, 1); }
+
+int rnnt_fault_hit(const char *name)
+{
+    if (!atomic_load(&g_fault_armed)) return 0;
+    pthread_once(&g_fault_once, fault_parse);
+    for (int i = 0; i < g_n_faults; i++) {
+        if (strcmp(g_faults[i].name, name)) continue;
+        long long left = atomic_load(&g_faults[i].left);
+        while (left != 0) {
+            if (left < 0) return 1;
+            if (atomic_compare_exchange_weak(&g_faults[i].left, &left, left - 1)) return 1;
+        }
+        return 0;
+    }
+    return 0;
+}
 
 /* OpenBLAS's own thread-count setter (not part of CBLAS). */
 void openblas_set_num_threads(int num_threads);
@@ -107,6 +187,11 @@ rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p,
     return RNNT_OK;
 }
 
+void rnnt_runner_trim(rnnt_runner *r)
+{
+    if (r && r->ops == &rnnt_backend_cpu) rnnt_cpu_trim(r->state);
+}
+
 void rnnt_runner_free(rnnt_runner *r)
 {
     if (!r) return;
@@ -159,12 +244,18 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
         size_t cap = (size_t)rnnt_model_encoder_frames(m, inputs[b].frames) * m->max_symbols + 1;
         results[b].tokens = malloc(cap * sizeof(int));
         results[b].frames = malloc(cap * sizeof(int));
-        if (!results[b].tokens || !results[b].frames) {
+        int injected = b == n - 1 && rnnt_fault_hit("engine_nomem");
+        if (!results[b].tokens || !results[b].frames || injected) {
             for (int i = 0; i <= b; i++) rnnt_result_clear(&results[i]);
-            return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the results");
+            return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the results%s",
+                                injected ? " (injected fault engine_nomem)" : "");
         }
     }
     rnnt_status st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
+    /* Injected after the backend ran, so its state is left as a failed launch would leave it. */
+    if (!st && rnnt_fault_hit("engine_error"))
+        st = rnnt_set_err(err, errlen, RNNT_ERR_DEVICE, "%s backend: kernel launch failed (injected fault engine_error)",
+                          r->ops->name);
     for (int b = 0; b < n && !st; b++) {
         if (results[b].status != RNNT_OK) continue;
         results[b].text = rnnt_model_detokenize(m, results[b].tokens, results[b].n_tokens);

@@ -1,5 +1,6 @@
 /* body.h — request bodies to features: JSON ({"features": [[F floats], ...], "timestamps": bool})
- * via jansson, and .npy via the engine's reader. Everything a client can send wrong maps to one
+ * parsed in one pass straight into the float array (no document tree), and .npy via the engine's
+ * reader. Everything a client can send wrong maps to one
  * srv_err: 400 malformed, 413 too many frames, 422 wrong feature width or non-finite values.
  * Thread-safe: no shared state. */
 #ifndef SRV_BODY_H

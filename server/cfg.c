@@ -63,16 +63,32 @@ static const cfg_key g_keys[] = {
         "(+6-25% throughput measured), and a worker takes as large a batch as it can."),
     INT("batching.max_batch", max_batch, 1, 1024, 16, 1, "Utterances decoded together at most."),
     INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, 1,
-        "How long the oldest queued request may wait for others to join its batch (a lone request\n"
-        "waits this long too). 0: never wait; batches then form only from requests that queue up\n"
-        "while every worker is busy."),
-    INT("batching.max_queue", max_queue, 1, 1000000, 256, 1,
-        "Requests waiting for a worker at most; beyond it requests get 503 with Retry-After."),
+        "How long the oldest queued request may wait for others to join its batch. It applies only\n"
+        "to requests that arrive while every worker is busy: a request that finds a worker idle\n"
+        "starts at once (see delay_when_idle). 0: never wait."),
+    BOOL("batching.delay_when_idle", delay_when_idle, 0, 1,
+         "true: a request waits max_delay_us for company even when a worker is idle (fuller\n"
+         "batches at low load, at the price of max_delay_us of latency for every lone request)."),
+    INT("batching.max_queue", max_queue, 1, 1000000, 1024, 1,
+        "Requests waiting for a worker at most; beyond it requests get 503 with Retry-After.\n"
+        "Keep it well below server.max_connections so that overload is refused, not queued."),
+    INT("batching.max_queue_wait_ms", max_queue_wait_ms, 0, 3600000, 1000, 1,
+        "A request that would wait longer than this for a worker gets 503 at once, with Retry-After\n"
+        "set to the time the queue needs to drain. The wait is estimated as the audio frames queued\n"
+        "and still to decode in running batches, divided by the measured drain rate (frames decoded\n"
+        "per second of busy time, averaged over ~10 s); until 3 batches have been decoded only\n"
+        "max_queue applies. 0: no bound."),
+    INT("batching.worker_deadline_s", worker_deadline_s, 0, 86400, 60, 1,
+        "A batch still running after this long is given up: its requests get a 500 naming this key\n"
+        "at once, the worker counts as hung (/metrics rnntd_workers_hung), and the systemd\n"
+        "watchdog pings stop so that systemd restarts the daemon (WatchdogSec in rnntd.service).\n"
+        "The other workers keep serving. 0: no deadline."),
     INT("limits.max_body_bytes", max_body_bytes, 1024, 1LL << 34, 64LL << 20, 1,
         "Largest request body (any type); larger uploads get 413 as soon as the cap is crossed."),
     INT("limits.max_json_bytes", max_json_bytes, 1024, 1LL << 34, 16LL << 20, 1,
-        "Largest JSON body (the smaller of this and max_body_bytes applies). Parsed JSON takes\n"
-        "several times its size in memory (bounded by max_frames); prefer .npy for long audio."),
+        "Largest JSON body (the smaller of this and max_body_bytes applies). JSON is 2-6 times\n"
+        "the size of the same features as .npy (7-25 characters a value) and slower to parse;\n"
+        "prefer .npy for long audio."),
     INT("limits.max_frames", max_frames, 1, 10000000, 6000, 1,
         "Feature frames per request at most (6000 = 60 s at a 10 ms hop); more gets 413.\n"
         "Each worker allocates scratch for max_batch utterances of this length."),
@@ -420,7 +436,7 @@ void cfg_write_yaml(const cfg *c, FILE *f)
         }
         if (k->type == CFG_T_INT)
             fprintf(f, "  # integer in [%lld, %lld]\n", k->lo, k->hi);
-        char val[CFG_PATH_MAX + 8];
+        char val[CFG_VALUE_MAX]; /* a string of backslashes and quotes doubles when escaped */
         cfg_format_value(c, k, val, sizeof val);
         fprintf(f, "  %s: %s\n", dot + 1, val);
     }

@@ -9,6 +9,9 @@
 #include <stdio.h>
 
 #define CFG_PATH_MAX 1024
+/* Room for any value as cfg_format_value writes it: the longest string with every character
+ * escaped, its quotes and the NUL. A smaller buffer cuts the value. */
+#define CFG_VALUE_MAX (2 * CFG_PATH_MAX + 3)
 
 typedef enum { CFG_BACKEND_AUTO = 0, CFG_BACKEND_CPU, CFG_BACKEND_CUDA } cfg_backend;
 typedef enum { CFG_PRECISION_FP16 = 0, CFG_PRECISION_FP32 } cfg_precision;
@@ -34,6 +37,9 @@ typedef struct {
     long long max_batch;
     long long max_delay_us;
     long long max_queue;
+    long long max_queue_wait_ms;
+    long long delay_when_idle;
+    long long worker_deadline_s;
     /* limits */
     long long max_body_bytes;
     long long max_json_bytes;
@@ -79,7 +85,7 @@ int cfg_set(cfg *c, const char *name, const char *value, char *err, size_t errle
 
 /* Writes a complete, documented YAML file holding c (with the defaults this is conf/rnntd.yaml). */
 void cfg_write_yaml(const cfg *c, FILE *f);
-/* Writes the value of one key as it appears in YAML. */
+/* Writes the value of one key as it appears in YAML (whole when n >= CFG_VALUE_MAX). */
 void cfg_format_value(const cfg *c, const cfg_key *k, char *buf, size_t n);
 const cfg_key *cfg_find(const char *name);
 /* 1 when every key the table marks restart-only has the same value in a and b; else 0 and the

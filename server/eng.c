@@ -1,13 +1,52 @@
 /* eng.c — model + per-worker runners, warm-up, and the batch executor. */
 #include "eng.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "fault.h"
 #include "log.h"
 #include "metrics.h"
+
+/* RNNTD_FAULT=worker_hang: the batch's worker hangs until eng_release_hangs() (shutdown) or an hour. */
+static pthread_mutex_t g_hang_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_hang_cv = PTHREAD_COND_INITIALIZER;
+static int g_hang_released;
+
+static void injected_hang(int worker)
+{
+    log_msg(LOG_WARN, "msg=\"injected fault: worker hangs in its batch\" fault=worker_hang worker=%d", worker);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 3600;
+    pthread_mutex_lock(&g_hang_mu);
+    while (!g_hang_released)
+        if (pthread_cond_timedwait(&g_hang_cv, &g_hang_mu, &ts)) break;
+    pthread_mutex_unlock(&g_hang_mu);
+}
+
+void eng_release_hangs(void)
+{
+    pthread_mutex_lock(&g_hang_mu);
+    g_hang_released = 1;
+    pthread_cond_broadcast(&g_hang_cv);
+    pthread_mutex_unlock(&g_hang_mu);
+}
+
+void eng_abandon(void *ctx, sched_job *sj, double ran_s)
+{
+    (void)ctx;
+    eng_job *j = (eng_job *)sj;
+    j->status = RNNT_ERR_DEVICE;
+    j->compute_s = ran_s;
+    snprintf(j->err, sizeof j->err,
+             "the batch ran %.1f s, past batching.worker_deadline_s; its worker is out of service", ran_s);
+    metrics_failed_decode();
+}
 
 #define ENG_WARMUP_FRAMES 200
 
@@ -119,38 +158,70 @@ int eng_max_batch(const eng *e) { return e->max_batch; }
 int eng_max_frames(const eng *e) { return e->max_frames; }
 double eng_warmup_s(const eng *e) { return e->warmup_s; }
 
+/* The batch's inputs are copied first (one buffer), so that once the scheduler may abandon the batch
+ * (sched_batch_detach) nothing the run reads belongs to the requests any more; results are written
+ * into the jobs only after sched_batch_commit says they are still this run's. */
 void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
 {
     (void)ctx;
-    const eng *e = group;
-    rnnt_input in_local[64];
-    rnnt_result res_local[64];
-    rnnt_input *in = n <= 64 ? in_local : malloc((size_t)n * sizeof *in);
-    rnnt_result *res = n <= 64 ? res_local : calloc((size_t)n, sizeof *res);
-    if (!in || !res || worker < 0 || worker >= e->n_runners) {
-        for (int i = 0; i < n; i++) {
-            eng_job *j = (eng_job *)jobs[i];
-            j->status = in && res ? RNNT_ERR_INVALID : RNNT_ERR_NOMEM;
-            snprintf(j->err, sizeof j->err, "%s", in && res ? "no runner for this worker" : "out of memory");
-        }
-        if (in != in_local) free(in);
-        if (res != res_local) free(res);
-        return;
-    }
-    if (n <= 64) memset(res, 0, (size_t)n * sizeof *res);
+    /* Held for the run: a run abandoned past its deadline can outlive every request of its generation. */
+    eng *e = eng_ref((eng *)group);
+    int dim = rnnt_model_get_info(e->model)->feature_dim;
     long long frames = 0, longest = 0;
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
-        in[i].features = j->features;
-        in[i].frames = j->frames;
-        in[i].finite_checked = 1; /* body.c rejected non-finite values with 422 while parsing */
         frames += j->frames;
         if (j->frames > longest) longest = j->frames;
     }
+    size_t nb = n > 0 ? (size_t)n : 1;
+    rnnt_input *in = calloc(nb, sizeof *in);
+    rnnt_result *res = calloc(nb, sizeof *res);
+    float *feats = malloc((size_t)(frames > 0 ? frames : 1) * (size_t)dim * sizeof *feats);
+    if (!in || !res || !feats || worker < 0 || worker >= e->n_runners) {
+        int nomem = !in || !res || !feats;
+        for (int i = 0; i < n; i++) {
+            eng_job *j = (eng_job *)jobs[i];
+            j->status = nomem ? RNNT_ERR_NOMEM : RNNT_ERR_INVALID;
+            snprintf(j->err, sizeof j->err, "%s", nomem ? "out of memory" : "no runner for this worker");
+        }
+        free(in);
+        free(res);
+        free(feats);
+        eng_unref(e);
+        return;
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        eng_job *j = (eng_job *)jobs[i];
+        size_t cnt = (size_t)j->frames * (size_t)dim;
+        if (cnt) memcpy(feats + off, j->features, cnt * sizeof *feats);
+        in[i].features = feats + off;
+        in[i].frames = j->frames;
+        in[i].finite_checked = 1; /* body.c rejected non-finite values with 422 while parsing */
+        off += cnt;
+    }
+    sched_batch_detach();
+    if (rnnt_fault_hit("worker_hang")) injected_hang(worker);
     char err[256] = "";
     double t0 = sched_now();
     rnnt_status st = rnnt_runner_decode(e->runners[worker], n, in, res, NULL, err, sizeof err);
     double dt = sched_now() - t0;
+    free(feats);
+    if (st != RNNT_OK) {
+        char q[300];
+        log_quote(q, sizeof q, err);
+        log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d worker=%d err=%s", n, worker, q);
+    }
+    if (!sched_batch_commit()) {
+        /* Given up past the deadline: the jobs were answered and may be gone. */
+        log_msg(LOG_WARN, "msg=\"a batch given up past the deadline returned; worker back in service\" worker=%d ran_s=%.3f",
+                worker, dt);
+        for (int i = 0; i < n; i++) rnnt_result_clear(&res[i]);
+        free(in);
+        free(res);
+        eng_unref(e);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
         j->compute_s = dt;
@@ -168,12 +239,10 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
             }
         }
     }
-    if (st != RNNT_OK) {
-        char q[300];
-        log_quote(q, sizeof q, err);
-        log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d err=%s", n, q);
-    }
     metrics_batch(n, dt, frames, longest * n - frames);
-    if (in != in_local) free(in);
-    if (res != res_local) free(res);
+    free(in);
+    free(res);
+    /* Going idle: give back scratch grown for a large batch (kept while batches follow each other). */
+    if (sched_batch_queue_empty()) rnnt_runner_trim(e->runners[worker]);
+    eng_unref(e);
 }

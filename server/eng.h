@@ -42,5 +42,9 @@ double eng_warmup_s(const eng *e);
 
 /* The sched_exec run function: group is the eng the jobs were validated against. */
 void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n);
+/* The sched_exec abandon hook: a job of a batch past batching.worker_deadline_s fails (500). */
+void eng_abandon(void *ctx, sched_job *j, double ran_s);
+/* Ends the hangs of RNNTD_FAULT=worker_hang (at shutdown, so a test daemon exits cleanly). */
+void eng_release_hangs(void);
 
 #endif

@@ -592,13 +592,15 @@ static enum MHD_Result upload_complete(http_req *r)
     if (st == SCHED_OK) return MHD_YES;
     if (st == SCHED_FULL) {
         metrics_reject_inc(REJECT_QUEUE_FULL);
-        return send_error(r, 503, "queue_full", RETRY_AFTER_S,
-                          "the request queue is full (batching.max_queue); retry later");
+        return send_error(r, 503, "queue_full", sched_retry_after_s(s->sched),
+                          "the request queue is full (batching.max_queue or max_queue_wait_ms); retry later");
     }
     if (st == SCHED_CLOSED) {
         metrics_reject_inc(REJECT_DRAINING);
         return send_error(r, 503, "shutting_down", RETRY_AFTER_S, "the server is shutting down");
     }
+    if (st == SCHED_UNAVAILABLE)
+        return send_error(r, 503, "unavailable", 30, "every engine worker is hung (batching.worker_deadline_s)");
     return send_error(r, 500, "internal", 0, "could not queue the request");
 }
 

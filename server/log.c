@@ -1,15 +1,58 @@
 /* log.c — logfmt lines to stderr. */
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
+
 static _Atomic int g_level = LOG_INFO;
+static _Atomic unsigned long long g_dropped;
+/* How lines leave: plain write(2) to fd 2, send(2) without waiting (a socket, as journald's stream),
+ * or write(2) to our own non-blocking open of the pipe (a new file description, so stderr's own flags,
+ * which other processes may share, stay as they are). */
+static int g_fd = STDERR_FILENO, g_sock;
+
+void log_init(void)
+{
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st)) return;
+    if (S_ISSOCK(st.st_mode)) {
+        g_sock = 1;
+    } else if (S_ISFIFO(st.st_mode)) {
+        int fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) g_fd = fd;
+    }
+}
+
+unsigned long long log_dropped(void) { return atomic_load(&g_dropped); }
+
+/* One attempt, never blocking on a pipe or socket: a line that cannot be written now (full pipe,
+ * journald stalled, disk full, stderr closed) is dropped and counted, and the caller goes on. */
+static void write_line(const char *line, size_t len)
+{
+    int saved = errno; /* callers (libmicrohttpd's error log among them) may read errno after logging */
+    ssize_t w;
+    if (rnnt_fault_hit("log_enospc")) {
+        w = -1;
+        errno = ENOSPC;
+    } else if (g_sock) {
+        w = send(g_fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } else {
+        w = write(g_fd, line, len);
+    }
+    if (w != (ssize_t)len) atomic_fetch_add(&g_dropped, 1);
+    errno = saved;
+}
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -50,9 +93,7 @@ void log_msg(log_level lv, const char *fmt, ...)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2) len = sizeof line - 2;
     line[len++] = '\n';
-    /* One write per line; a short write on a pipe of stderr is not worth a retry loop here. */
-    ssize_t w = write(STDERR_FILENO, line, len);
-    (void)w;
+    write_line(line, len); /* one write per line: lines from different threads never interleave */
 }
 
 static int safe_char(unsigned char c)

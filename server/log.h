@@ -8,6 +8,11 @@
 
 typedef enum { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG } log_level;
 
+/* Once at start: makes writes to a pipe or socket on stderr non-blocking (see log.c). Writes that
+ * fail (ENOSPC, EAGAIN, EPIPE...) drop the line and count it; the daemon never waits on its log. */
+void log_init(void);
+unsigned long long log_dropped(void);
+
 void log_set_level(log_level lv);
 log_level log_get_level(void);
 int log_enabled(log_level lv);

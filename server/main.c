@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 
 #include "auth.h"
 #include "cfg.h"
+#include "fault.h"
 #include "eng.h"
 #include "http.h"
 #include "log.h"
@@ -121,7 +123,11 @@ static void apply_reloadable(srv *s, const cfg *c)
     atomic_store(&s->request_timeout_s, c->request_timeout_s);
     atomic_store(&s->log_requests, (int)c->log_requests);
     log_set_level((log_level)c->log_level);
-    if (s->sched) sched_set_limits(s->sched, (int)c->max_batch, c->max_delay_us, (int)c->max_queue);
+    if (s->sched) {
+        sched_set_limits(s->sched, (int)c->max_batch, c->max_delay_us, (int)c->max_queue);
+        sched_set_policy(s->sched, (int)c->delay_when_idle, (double)c->max_queue_wait_ms * 1e-3,
+                         (double)c->worker_deadline_s);
+    }
 }
 
 static int load_auth(const cfg *c, auth **out, char *err, size_t errlen)
@@ -236,7 +242,115 @@ static void drain(srv *s)
     if (atomic_load(&s->suspended) > 0)
         log_msg(LOG_ERROR, "msg=\"connections still suspended after the drain\" n=%lld",
                 atomic_load(&s->suspended));
-    wait_until(&s->in_flight, sched_now() + 2.0);
+    /* A connection accepted just before the quiesce can still bring a request, answered 503 at once;
+     * MHD_stop_daemon would cut that answer off. Stop only after 100 ms without any (2 s at most). */
+    double end = sched_now() + 2.0, quiet_since = 0;
+    while (sched_now() < end) {
+        if (atomic_load(&s->in_flight) > 0) quiet_since = 0;
+        else if (quiet_since == 0) quiet_since = sched_now();
+        else if (sched_now() - quiet_since >= 0.1) break;
+        sleep_s(0.005);
+    }
+}
+
+/* ---- the systemd watchdog: WATCHDOG=1 every half interval while the scheduler makes progress,
+ * i.e. while no worker is stuck in a batch past batching.worker_deadline_s. A hung worker stops the
+ * pings, so systemd restarts the daemon (WatchdogSec= in rnntd.service). ---- */
+
+static struct {
+    pthread_t thread;
+    int started, stop;
+    double interval_s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} g_wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *watchdog_main(void *arg)
+{
+    srv *s = arg;
+    int unhealthy = 0;
+    pthread_mutex_lock(&g_wd.mu);
+    while (!g_wd.stop) {
+        pthread_mutex_unlock(&g_wd.mu);
+        sched_stats st;
+        sched_get_stats(s->sched, &st);
+        if (st.hung == 0) {
+            notify_send("WATCHDOG=1");
+            if (unhealthy) log_msg(LOG_INFO, "msg=\"workers back in service; watchdog pings resume\"");
+            unhealthy = 0;
+        } else if (!unhealthy) {
+            unhealthy = 1;
+            log_msg(LOG_ERROR, "msg=\"worker stuck in a batch past batching.worker_deadline_s; watchdog pings stop\" hung=%d",
+                    st.hung);
+            notify_send("STATUS=unhealthy: %d worker(s) stuck past batching.worker_deadline_s (%lld s); "
+                        "watchdog pings stopped", st.hung, s->c.worker_deadline_s);
+        }
+        pthread_mutex_lock(&g_wd.mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double half = g_wd.interval_s / 2;
+        double until = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + half;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+        if (!g_wd.stop) pthread_cond_timedwait(&g_wd.cv, &g_wd.mu, &ts);
+    }
+    pthread_mutex_unlock(&g_wd.mu);
+    return NULL;
+}
+
+static void watchdog_start(srv *s)
+{
+    g_wd.interval_s = notify_watchdog_interval_s();
+    if (g_wd.interval_s <= 0) return;
+    if (pthread_create(&g_wd.thread, NULL, watchdog_main, s) == 0) g_wd.started = 1;
+    log_msg(LOG_INFO, "msg=\"systemd watchdog\" interval_s=%.3f ping_every_s=%.3f", g_wd.interval_s,
+            g_wd.interval_s / 2);
+}
+
+static void watchdog_stop(void)
+{
+    if (!g_wd.started) return;
+    pthread_mutex_lock(&g_wd.mu);
+    g_wd.stop = 1;
+    pthread_cond_signal(&g_wd.cv);
+    pthread_mutex_unlock(&g_wd.mu);
+    pthread_join(g_wd.thread, NULL);
+    g_wd.started = 0;
+}
+
+/* Memory after large requests: big buffers (bodies, features) always get their own mappings, given
+ * back on free (glibc otherwise raises its mmap threshold after the first large free, so the next
+ * bodies land in the heap and stay there), few arenas, and what the heap keeps is trimmed when idle. */
+#define MEM_MMAP_THRESHOLD (256 * 1024)
+#define MEM_ARENA_MAX 4
+#define MEM_TRIM_IDLE_S 2.0
+
+static void memory_tune(void)
+{
+    mallopt(M_MMAP_THRESHOLD, MEM_MMAP_THRESHOLD);
+    mallopt(M_TRIM_THRESHOLD, 4 * MEM_MMAP_THRESHOLD);
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, MEM_ARENA_MAX);
+}
+
+/* Called once a second from the main loop: after requests, once none is held for MEM_TRIM_IDLE_S,
+ * gives the heap's free pages back to the system. */
+static void memory_trim_when_idle(srv *s)
+{
+    static unsigned long long trimmed_at_id;
+    static double idle_since;
+    unsigned long long id = atomic_load(&s->next_id);
+    if (id == trimmed_at_id) return;
+    if (atomic_load(&s->in_flight) > 0 || atomic_load(&s->pending_bytes) > 0) {
+        idle_since = 0;
+        return;
+    }
+    double now = sched_now();
+    if (idle_since == 0) idle_since = now;
+    if (now - idle_since < MEM_TRIM_IDLE_S) return;
+    malloc_trim(0);
+    trimmed_at_id = id;
+    idle_since = 0;
 }
 
 static void status_line(srv *s)
@@ -313,6 +427,15 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    log_init();
+    memory_tune();
+    char faults[256];
+    int n_faults = rnnt_fault_init(faults, sizeof faults);
+    if (n_faults < 0) {
+        fprintf(stderr, "rnntd: %s\n", faults);
+        auth_free(a);
+        return 2;
+    }
     if (install_signals()) {
         fprintf(stderr, "rnntd: cannot install signal handlers: %s\n", strerror(errno));
         auth_free(a);
@@ -335,15 +458,23 @@ int main(int argc, char **argv)
 
     log_msg(LOG_INFO, "msg=starting version=%s config=%s notify=%s pid=%d", RNNT_VERSION,
             cl.config_path ? cl.config_path : "(defaults)", notify_impl(), (int)getpid());
-    sched_params sp = {(int)s->c.workers, (int)s->c.max_batch, s->c.max_delay_us, (int)s->c.max_queue};
-    sched_exec sx = {eng_run, NULL};
+    sched_params sp = {(int)s->c.workers, (int)s->c.max_batch, s->c.max_delay_us, (int)s->c.max_queue,
+                       (int)s->c.delay_when_idle, (double)s->c.max_queue_wait_ms * 1e-3,
+                       (double)s->c.worker_deadline_s};
+    sched_exec sx = {eng_run, NULL, eng_abandon};
     if (sched_create(&sp, &sx, &s->sched) != SCHED_OK) {
         log_msg(LOG_ERROR, "msg=\"cannot start the scheduler\"");
         return 1;
     }
+    metrics_set_sched(s->sched);
+    if (n_faults > 0)
+        log_msg(LOG_WARN, "msg=\"fault injection on (RNNTD_FAULT); not for production\" faults=%s", faults);
+    watchdog_start(s);
     /* Listen first: /health/live answers and /health/ready says 503 while the model loads. */
     if (http_start(s, err, sizeof err)) {
         log_msg(LOG_ERROR, "msg=\"cannot start the HTTP server\" err=\"%s\"", err);
+        watchdog_stop();
+        metrics_set_sched(NULL);
         sched_free(s->sched);
         return 1;
     }
@@ -361,6 +492,8 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "msg=\"cannot load the model\" err=%s", q);
         notify_send("STATUS=failed: %.200s", err);
         http_stop(s);
+        watchdog_stop();
+        metrics_set_sched(NULL);
         sched_free(s->sched);
         auth_free(s->auth);
         return 1;
@@ -370,6 +503,7 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&s->mu);
     atomic_store(&s->ready, 1);
     engine_ready(s, e, "ready");
+    rnnt_fault_arm(); /* injected faults fire from now on, never during start-up or warm-up */
 
     double next_status = sched_now() + STATUS_EVERY_S;
     for (;;) {
@@ -380,6 +514,7 @@ int main(int argc, char **argv)
             log_msg(LOG_INFO, "msg=\"signal received\" signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             break;
         }
+        memory_trim_when_idle(s);
         if (sched_now() >= next_status) {
             status_line(s);
             next_status = sched_now() + STATUS_EVERY_S;
@@ -388,6 +523,9 @@ int main(int argc, char **argv)
 
     drain(s);
     http_stop(s);
+    watchdog_stop();
+    eng_release_hangs(); /* RNNTD_FAULT=worker_hang: let the hung worker return */
+    metrics_set_sched(NULL);
     sched_free(s->sched);
     s->sched = NULL;
     pthread_mutex_lock(&s->mu);

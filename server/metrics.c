@@ -8,7 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+#include "scheduler.h"
+
 #define MAX_BUCKETS 20
+
+static sched *_Atomic g_sched;
+void metrics_set_sched(sched *s) { atomic_store(&g_sched, s); }
 
 typedef struct {
     const char *name, *help;
@@ -271,6 +277,25 @@ char *metrics_render(const metrics_gauges *g, size_t *len)
     sb_printf(&b, "rnntd_connections %lld\n", g->connections);
     head(&b, "rnntd_pending_bytes", "gauge", "Request bodies and features held in memory.");
     sb_printf(&b, "rnntd_pending_bytes %lld\n", g->pending_bytes);
+    sched *sc = atomic_load(&g_sched);
+    if (sc) {
+        sched_stats ss;
+        sched_get_stats(sc, &ss);
+        head(&b, "rnntd_queue_drain_frames_per_second", "gauge",
+             "Measured drain rate: frames decoded per second of busy time (~10 s average; 0 until measured).");
+        sb_printf(&b, "rnntd_queue_drain_frames_per_second %.1f\n", ss.drain_frames_per_s);
+        head(&b, "rnntd_queue_expected_wait_seconds", "gauge",
+             "Frames queued divided by the drain rate (what batching.max_queue_wait_ms bounds).");
+        sb_printf(&b, "rnntd_queue_expected_wait_seconds %.4f\n", ss.expected_wait_s);
+        head(&b, "rnntd_workers_hung", "gauge", "Workers whose batch has run past batching.worker_deadline_s.");
+        sb_printf(&b, "rnntd_workers_hung %d\n", ss.hung);
+        head(&b, "rnntd_batches_abandoned_total", "counter",
+             "Batches given up past batching.worker_deadline_s (their requests answered 500).");
+        sb_printf(&b, "rnntd_batches_abandoned_total %lld\n", ss.abandoned);
+    }
+    head(&b, "rnntd_log_lines_dropped_total", "counter",
+         "Log lines that could not be written (stderr full, closed or out of space).");
+    sb_printf(&b, "rnntd_log_lines_dropped_total %llu\n", log_dropped());
     head(&b, "rnntd_uptime_seconds", "gauge", "Seconds since the process started.");
     sb_printf(&b, "rnntd_uptime_seconds %.3f\n", g->uptime_s);
     head(&b, "rnntd_start_time_seconds", "gauge", "Start time of the process, Unix seconds.");

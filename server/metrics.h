@@ -43,6 +43,10 @@ typedef struct {
     long long reloads_ok, reloads_failed;
 } metrics_gauges;
 
+/* The scheduler whose drain rate, expected wait and hung workers /metrics shows (NULL: none). */
+struct sched;
+void metrics_set_sched(struct sched *s);
+
 /* Prometheus text, malloc'd (NULL when out of memory); *len its length. */
 char *metrics_render(const metrics_gauges *g, size_t *len);
 

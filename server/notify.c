@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef RNNTD_HAVE_LIBSYSTEMD
 #include <systemd/sd-daemon.h>
@@ -45,6 +46,20 @@ static int send_text(const char *text)
     return n == (ssize_t)strlen(text) ? 1 : -1;
 }
 #endif
+
+double notify_watchdog_interval_s(void)
+{
+    const char *us = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+    if (!us || !*us || !getenv("NOTIFY_SOCKET")) return 0;
+    char *end;
+    unsigned long long v = strtoull(us, &end, 10);
+    if (*end || v == 0) return 0;
+    if (pid && *pid) {
+        unsigned long long p = strtoull(pid, &end, 10);
+        if (*end || p != (unsigned long long)getpid()) return 0;
+    }
+    return (double)v * 1e-6;
+}
 
 int notify_send(const char *fmt, ...)
 {

@@ -7,6 +7,9 @@
 
 /* Sends the formatted assignments; returns 1 sent, 0 no NOTIFY_SOCKET, -1 error. */
 int notify_send(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The watchdog interval systemd asks for (WatchdogSec= sets WATCHDOG_USEC, and WATCHDOG_PID when
+ * it names this process), in seconds; 0 when there is no watchdog. */
+double notify_watchdog_interval_s(void);
 /* "libsystemd" or "builtin", for the startup log. */
 const char *notify_impl(void);
 

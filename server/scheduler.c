@@ -1,15 +1,32 @@
 /* scheduler.c — the bounded queue and the batch-forming workers. */
 #include "scheduler.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* A worker's current batch, as the deadline monitor sees it. */
+typedef struct {
+    int running;
+    int detached;  /* the run holds nothing of its jobs: they may be answered without it */
+    int committed; /* the run is writing results: too late to abandon */
+    int abandoned; /* answered by the monitor; the run's jobs are not its own any more */
+    double t_start;
+    double frames; /* of the running batch */
+    sched_job **batch;
+    int n;
+} worker_state;
+
+#define SCHED_RATE_MIN_BATCHES 3
+#define SCHED_RATE_MIN_BUSY_S 0.05
+
 struct sched {
     pthread_mutex_t mu;
     pthread_cond_t work;   /* workers wait here for jobs or their batch deadline */
     pthread_cond_t idle;   /* sched_wait_idle waits here */
+    pthread_cond_t mon;    /* the deadline monitor sleeps here */
     sched_job *head, *tail; /* FIFO by submit time */
     int depth;
     int busy;
@@ -18,10 +35,19 @@ struct sched {
     int go;       /* workers that may start at once on the rest of a spread */
     int closed;   /* no new jobs */
     int stop;
+    int idle_claims;       /* queued jobs that took an idle worker (idle_start) */
+    double queued_frames;  /* frames of the waiting jobs */
+    /* Drain rate: frames completed per second of busy time, both sums decayed with SCHED_RATE_TAU_S. */
+    double rate_frames, rate_busy_s, t_mark;
+    long long batches, abandoned;
+    double last_progress;
+    worker_state *ws;
     sched_params p;
     sched_exec x;
     int n_threads;
     pthread_t *threads;
+    pthread_t monitor;
+    int monitor_started;
     sched_job ***scratch;  /* per worker: room for a batch and its candidates; grown by that worker */
     int *scratch_cap;
 };
@@ -46,6 +72,74 @@ static void unlink_job(sched *s, sched_job *j)
     else s->tail = j->prev;
     j->prev = j->next = NULL;
     s->depth--;
+    s->queued_frames -= j->frames;
+    if (j->idle_start) s->idle_claims--;
+}
+
+/* Under the lock: the measured drain rate in frames per second, 0 while too little is measured. */
+static double drain_rate(const sched *s)
+{
+    if (s->batches < SCHED_RATE_MIN_BATCHES || s->rate_busy_s < SCHED_RATE_MIN_BUSY_S) return 0;
+    return s->rate_frames / s->rate_busy_s;
+}
+
+/* Under the lock: the frames ahead of a new job, the queued ones plus what the running batches
+ * still have to do (each worker drains its share of the rate), for the expected wait. */
+static double frames_ahead(const sched *s, double rate, double now)
+{
+    double ahead = s->queued_frames;
+    int live = 0;
+    for (int w = 0; w < s->p.workers; w++) live += !(s->ws[w].running && s->ws[w].abandoned);
+    double per_worker = live > 0 ? rate / live : rate;
+    for (int w = 0; w < s->p.workers; w++) {
+        const worker_state *ws = &s->ws[w];
+        if (!ws->running || ws->abandoned) continue;
+        double left = ws->frames - (now - ws->t_start) * per_worker;
+        if (left > 0) ahead += left;
+    }
+    return ahead;
+}
+
+/* Under the lock: workers whose batch was abandoned and whose run has not returned. */
+static int abandoned_running(const sched *s)
+{
+    int n = 0;
+    for (int w = 0; w < s->p.workers; w++) n += s->ws[w].running && s->ws[w].abandoned;
+    return n;
+}
+
+static __thread sched *tl_sched;
+static __thread int tl_worker;
+
+void sched_batch_detach(void)
+{
+    sched *s = tl_sched;
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->ws[tl_worker].detached = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_batch_queue_empty(void)
+{
+    sched *s = tl_sched;
+    if (!s) return 1;
+    pthread_mutex_lock(&s->mu);
+    int empty = s->head == NULL;
+    pthread_mutex_unlock(&s->mu);
+    return empty;
+}
+
+int sched_batch_commit(void)
+{
+    sched *s = tl_sched;
+    if (!s) return 1;
+    pthread_mutex_lock(&s->mu);
+    worker_state *ws = &s->ws[tl_worker];
+    int mine = !ws->abandoned;
+    if (mine) ws->committed = 1;
+    pthread_mutex_unlock(&s->mu);
+    return mine;
 }
 
 static void timed_wait(sched *s, double deadline)
@@ -136,6 +230,8 @@ static void *worker_main(void *arg)
     sched *s = wa->s;
     int w = wa->index;
     free(wa);
+    tl_sched = s;
+    tl_worker = w;
 
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -147,7 +243,7 @@ static void *worker_main(void *arg)
         if (cap < 1) cap = 1;
         if (s->go > 0) {
             s->go--; /* the rest of a spread batch: no waiting for company */
-        } else if (!s->flushing && !s->closed && !s->stop) {
+        } else if (!s->flushing && !s->closed && !s->stop && (s->p.delay_when_idle || !oldest->idle_start)) {
             double deadline = oldest->t_submit + (double)s->p.max_delay_us * 1e-6;
             if (count_group(s, oldest->group, cap) < cap && sched_now() < deadline) {
                 timed_wait(s, deadline);
@@ -172,7 +268,19 @@ static void *worker_main(void *arg)
             cap = 1; /* no memory for a candidate list: run the oldest alone */
         }
         int n = pick_batch(s, batch, cap, cs);
+        double t0 = sched_now();
+        /* Busy time (for the drain rate) starts now; a hung worker's batch does not count as busy. */
+        if (s->busy - abandoned_running(s) == 0) s->t_mark = t0;
         s->busy++;
+        worker_state *ws = &s->ws[w];
+        ws->running = 1;
+        ws->detached = ws->committed = ws->abandoned = 0;
+        ws->t_start = t0;
+        ws->frames = 0;
+        for (int i = 0; i < n; i++) ws->frames += batch[i]->frames;
+        ws->batch = batch;
+        ws->n = n;
+        s->last_progress = t0;
         if (!s->head) {
             s->go = 0;
         } else if (spreading && s->go < idle - 1) {
@@ -182,24 +290,99 @@ static void *worker_main(void *arg)
         /* batch[] is this worker's own scratch: only this thread resizes it, so the lock can go. */
         pthread_mutex_unlock(&s->mu);
 
-        double t0 = sched_now();
+        long long frames = 0;
         for (int i = 0; i < n; i++) {
             batch[i]->t_start = t0;
             batch[i]->batch_size = n;
             batch[i]->worker = w;
+            frames += batch[i]->frames;
         }
         s->x.run(s->x.ctx, w, batch[0]->group, batch, n);
         double t1 = sched_now();
-        for (int i = 0; i < n; i++) {
-            sched_job *j = batch[i];
-            j->t_end = t1;
-            j->outcome = SCHED_RAN;
-            j->done(j, j->user); /* j may be freed from here on */
+        pthread_mutex_lock(&s->mu);
+        int abandoned = ws->abandoned;
+        ws->committed = 1; /* for runs that did not commit themselves */
+        pthread_mutex_unlock(&s->mu);
+        if (!abandoned) {
+            for (int i = 0; i < n; i++) {
+                sched_job *j = batch[i];
+                j->t_end = t1;
+                j->outcome = SCHED_RAN;
+                j->done(j, j->user); /* j may be freed from here on */
+            }
         }
 
         pthread_mutex_lock(&s->mu);
+        if (!abandoned) {
+            double dt = t1 - s->t_mark;
+            if (dt < 0) dt = 0;
+            double decay = exp(-dt / SCHED_RATE_TAU_S);
+            s->rate_frames = s->rate_frames * decay + (double)frames;
+            s->rate_busy_s = s->rate_busy_s * decay + dt;
+            s->t_mark = t1;
+            s->batches++;
+        }
+        ws->running = 0;
+        ws->batch = NULL;
+        ws->n = 0;
+        s->last_progress = sched_now();
         s->busy--;
         pthread_cond_broadcast(&s->idle);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* The deadline monitor: answers the jobs of a detached batch that has run past worker_deadline_s
+ * through the executor's abandon hook, so its clients are not held by a hung worker. */
+static void *monitor_main(void *arg)
+{
+    sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        double dl = s->p.worker_deadline_s;
+        double tick = dl > 0 ? dl / 4 : 0.5;
+        if (tick > 0.5) tick = 0.5;
+        if (tick < 0.01) tick = 0.01;
+        double now = sched_now();
+        struct timespec ts;
+        double until = now + tick;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+        pthread_cond_timedwait(&s->mon, &s->mu, &ts);
+        if (s->stop || dl <= 0 || !s->x.abandon) continue;
+        now = sched_now();
+        for (int w = 0; w < s->p.workers; w++) {
+            worker_state *ws = &s->ws[w];
+            if (!ws->running || !ws->detached || ws->committed || ws->abandoned) continue;
+            double ran = now - ws->t_start;
+            if (ran <= dl) continue;
+            ws->abandoned = 1;
+            s->abandoned++;
+            s->batches++;
+            s->last_progress = now;
+            int n = ws->n;
+            sched_job **jobs = malloc((size_t)n * sizeof *jobs);
+            if (!jobs) {
+                ws->abandoned = 0; /* try again on the next tick */
+                s->abandoned--;
+                s->batches--;
+                continue;
+            }
+            memcpy(jobs, ws->batch, (size_t)n * sizeof *jobs);
+            pthread_mutex_unlock(&s->mu);
+            for (int i = 0; i < n; i++) {
+                sched_job *j = jobs[i];
+                s->x.abandon(s->x.ctx, j, ran);
+                j->t_end = now;
+                j->outcome = SCHED_RAN;
+                j->done(j, j->user);
+            }
+            free(jobs);
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_broadcast(&s->idle);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -208,7 +391,8 @@ static void *worker_main(void *arg)
 sched_status sched_create(const sched_params *p, const sched_exec *x, sched **out)
 {
     *out = NULL;
-    if (p->workers < 1 || p->max_batch < 1 || p->max_queue < 1 || p->max_delay_us < 0 || !x->run)
+    if (p->workers < 1 || p->max_batch < 1 || p->max_queue < 1 || p->max_delay_us < 0 || p->max_wait_s < 0 ||
+        p->worker_deadline_s < 0 || !x->run)
         return SCHED_INVALID;
     sched *s = calloc(1, sizeof *s);
     if (!s) return SCHED_NOMEM;
@@ -220,11 +404,14 @@ sched_status sched_create(const sched_params *p, const sched_exec *x, sched **ou
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->work, &ca);
     pthread_cond_init(&s->idle, &ca);
+    pthread_cond_init(&s->mon, &ca);
     pthread_condattr_destroy(&ca);
+    s->last_progress = sched_now();
+    s->ws = calloc((size_t)p->workers, sizeof *s->ws);
     s->threads = calloc((size_t)p->workers, sizeof *s->threads);
     s->scratch = calloc((size_t)p->workers, sizeof *s->scratch);
     s->scratch_cap = calloc((size_t)p->workers, sizeof *s->scratch_cap);
-    if (!s->threads || !s->scratch || !s->scratch_cap) {
+    if (!s->ws || !s->threads || !s->scratch || !s->scratch_cap) {
         sched_free(s);
         return SCHED_NOMEM;
     }
@@ -243,6 +430,11 @@ sched_status sched_create(const sched_params *p, const sched_exec *x, sched **ou
         }
         s->n_threads++;
     }
+    if (pthread_create(&s->monitor, NULL, monitor_main, s) != 0) {
+        sched_free(s);
+        return SCHED_NOMEM;
+    }
+    s->monitor_started = 1;
     *out = s;
     return SCHED_OK;
 }
@@ -254,11 +446,24 @@ sched_status sched_submit(sched *s, sched_job *j)
         pthread_mutex_unlock(&s->mu);
         return SCHED_CLOSED;
     }
+    if (abandoned_running(s) >= s->p.workers) {
+        pthread_mutex_unlock(&s->mu);
+        return SCHED_UNAVAILABLE;
+    }
     if (s->depth >= s->p.max_queue) {
         pthread_mutex_unlock(&s->mu);
         return SCHED_FULL;
     }
+    double rate = drain_rate(s);
+    if (s->p.max_wait_s > 0 && rate > 0 && frames_ahead(s, rate, sched_now()) / rate > s->p.max_wait_s) {
+        pthread_mutex_unlock(&s->mu);
+        return SCHED_FULL;
+    }
     if (j->batch_cap < 1) j->batch_cap = 1;
+    /* A worker free for it (idle and not already claimed by a waiting job): no waiting for company. */
+    j->idle_start = s->p.workers - s->busy - s->idle_claims > 0;
+    if (j->idle_start) s->idle_claims++;
+    s->queued_frames += j->frames;
     j->t_submit = sched_now();
     j->t_start = j->t_end = 0;
     j->batch_size = 0;
@@ -285,6 +490,17 @@ void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_q
     pthread_mutex_unlock(&s->mu);
 }
 
+void sched_set_policy(sched *s, int delay_when_idle, double max_wait_s, double worker_deadline_s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->p.delay_when_idle = delay_when_idle != 0;
+    if (max_wait_s >= 0) s->p.max_wait_s = max_wait_s;
+    if (worker_deadline_s >= 0) s->p.worker_deadline_s = worker_deadline_s;
+    pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->mon);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void sched_set_spread(sched *s, int on)
 {
     pthread_mutex_lock(&s->mu);
@@ -304,14 +520,17 @@ int sched_wait_idle(sched *s, double timeout_s)
 {
     double deadline = sched_now() + timeout_s;
     pthread_mutex_lock(&s->mu);
-    while ((s->head || s->busy) && sched_now() < deadline) {
+    /* Workers whose batch was abandoned may never return: they do not count. */
+#define SCHED_PENDING(s) ((s->head && abandoned_running(s) < s->p.workers) || s->busy > abandoned_running(s))
+    while (SCHED_PENDING(s) && sched_now() < deadline) {
         struct timespec ts;
         ts.tv_sec = (time_t)deadline;
         ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
         if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
         pthread_cond_timedwait(&s->idle, &s->mu, &ts);
     }
-    int rc = (s->head || s->busy) ? -1 : 0;
+    int rc = SCHED_PENDING(s) ? -1 : 0;
+#undef SCHED_PENDING
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -323,6 +542,8 @@ int sched_cancel_waiting(sched *s)
     sched_job *list = s->head;
     s->head = s->tail = NULL;
     s->depth = 0;
+    s->queued_frames = 0;
+    s->idle_claims = 0;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
     int n = 0;
@@ -346,15 +567,35 @@ void sched_free(sched *s)
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->mon);
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
+    if (s->monitor_started) pthread_join(s->monitor, NULL);
+    int stuck = 0;
+    for (int i = 0; i < s->n_threads; i++) {
+        /* A worker whose batch was abandoned may be hung for good: wait a little, then leave it
+         * (and the scheduler it may still touch) to the process's exit. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 5;
+        pthread_mutex_lock(&s->mu);
+        int hung = s->ws && s->ws[i].running && s->ws[i].abandoned;
+        pthread_mutex_unlock(&s->mu);
+        if (!hung) pthread_join(s->threads[i], NULL);
+        else if (pthread_timedjoin_np(s->threads[i], NULL, &ts) != 0) {
+            pthread_detach(s->threads[i]);
+            stuck++;
+        }
+    }
+    if (stuck) return;
     if (s->scratch)
         for (int i = 0; i < s->p.workers; i++) free(s->scratch[i]);
     free(s->scratch);
     free(s->scratch_cap);
     free(s->threads);
+    free(s->ws);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->mon);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -373,4 +614,33 @@ int sched_busy_workers(sched *s)
     int b = s->busy;
     pthread_mutex_unlock(&s->mu);
     return b;
+}
+
+int sched_retry_after_s(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    double rate = drain_rate(s);
+    double q = rate > 0 ? frames_ahead(s, rate, sched_now()) : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (rate <= 0) return 1;
+    double t = ceil(q / rate);
+    return t < 1 ? 1 : t > 30 ? 30 : (int)t;
+}
+
+void sched_get_stats(sched *s, sched_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&s->mu);
+    double now = sched_now();
+    out->drain_frames_per_s = drain_rate(s);
+    out->queued_frames = s->queued_frames;
+    out->expected_wait_s =
+        out->drain_frames_per_s > 0 ? frames_ahead(s, out->drain_frames_per_s, now) / out->drain_frames_per_s : 0;
+    for (int w = 0; w < s->p.workers; w++)
+        if (s->ws[w].running && s->p.worker_deadline_s > 0 && now - s->ws[w].t_start > s->p.worker_deadline_s)
+            out->hung++;
+    out->abandoned = s->abandoned;
+    out->batches = s->batches;
+    out->last_progress_s = s->last_progress;
+    pthread_mutex_unlock(&s->mu);
 }

@@ -1,6 +1,14 @@
 /* scheduler.h — the dynamic batcher: requests from every connection enter one bounded queue; worker
  * threads take batches of up to max_batch jobs as soon as that many are waiting or the oldest has
- * waited max_delay_us, whichever comes first. A batch always holds the oldest waiting job (so no job
+ * waited max_delay_us, whichever comes first. A job that arrives while a worker is idle starts at
+ * once: max_delay_us applies only to jobs that arrived while every worker was busy (Triton's rule of
+ * thumb: wait for company only when the hardware is busy anyway; delay_when_idle restores waiting).
+ * The queue is bounded twice: by a count (max_queue) and by the expected wait, the frames queued
+ * plus what the running batches still have to decode, divided by the measured drain rate (an exponentially weighted average of frames completed per
+ * second of busy time, time constant SCHED_RATE_TAU_S); sched_retry_after_s gives a client the
+ * time the queue needs to drain. A batch that runs longer than worker_deadline_s is abandoned: its
+ * jobs are answered through the executor's abandon hook and the worker counts as hung (the watchdog
+ * stops pinging) until its run returns. A batch always holds the oldest waiting job (so no job
  * starves) plus the waiting jobs closest to it in length (so padding stays small); jobs are batched
  * together only when they share a `group` (the model generation they were validated against).
  * With spreading on (sched_set_spread: for backends whose batch costs in proportion to its size and
@@ -36,6 +44,7 @@ struct sched_job {
     int batch_size;
     int worker;
     /* Internal. */
+    int idle_start; /* arrived while a worker was idle: starts without waiting for company */
     sched_job *prev, *next;
 };
 
@@ -43,6 +52,10 @@ typedef struct {
     /* Runs n jobs (same group) on worker `worker` (0-based, stable per thread). */
     void (*run)(void *ctx, int worker, const void *group, sched_job **jobs, int n);
     void *ctx;
+    /* Optional: marks a job of an abandoned batch failed (it ran past worker_deadline_s) before its
+     * done() is called. Without it batches are never abandoned (a hung worker is only counted).
+     * Only batches whose run called sched_batch_detach() are abandoned. */
+    void (*abandon)(void *ctx, sched_job *j, double ran_s);
 } sched_exec;
 
 typedef struct {
@@ -50,9 +63,16 @@ typedef struct {
     int max_batch;
     long long max_delay_us;
     int max_queue;
+    int delay_when_idle;      /* 1: a job waits max_delay_us for company even when a worker is idle */
+    double max_wait_s;        /* refuse a job whose expected wait exceeds this; 0: no bound */
+    double worker_deadline_s; /* abandon a batch running longer than this; 0: never */
 } sched_params;
 
-typedef enum { SCHED_OK = 0, SCHED_FULL, SCHED_CLOSED, SCHED_NOMEM, SCHED_INVALID } sched_status;
+/* SCHED_FULL: max_queue jobs wait, or the expected wait exceeds max_wait_s. SCHED_UNAVAILABLE: every
+ * worker is hung. */
+typedef enum { SCHED_OK = 0, SCHED_FULL, SCHED_CLOSED, SCHED_NOMEM, SCHED_INVALID, SCHED_UNAVAILABLE } sched_status;
+
+#define SCHED_RATE_TAU_S 10.0 /* the drain rate forgets busy time with this time constant */
 
 sched_status sched_create(const sched_params *p, const sched_exec *x, sched **out);
 /* Queues j, or refuses at once: SCHED_FULL when max_queue jobs wait, SCHED_CLOSED after
@@ -60,6 +80,8 @@ sched_status sched_create(const sched_params *p, const sched_exec *x, sched **ou
 sched_status sched_submit(sched *s, sched_job *j);
 /* New max_batch / max_delay_us / max_queue (workers is fixed at creation). */
 void sched_set_limits(sched *s, int max_batch, long long max_delay_us, int max_queue);
+/* New delay_when_idle, max_wait_s and worker_deadline_s (see sched_params). */
+void sched_set_policy(sched *s, int delay_when_idle, double max_wait_s, double worker_deadline_s);
 /* Spreading on or off (off at creation); see above. */
 void sched_set_spread(sched *s, int on);
 /* Shutdown, step 1: from now on batches start without waiting for max_delay (jobs are still
@@ -75,6 +97,30 @@ void sched_free(sched *s);
 
 int sched_queue_depth(sched *s);
 int sched_busy_workers(sched *s);
+
+/* Called by an executor's run on its worker thread. detach: the run holds nothing of its jobs any
+ * more (inputs copied), so the batch may be abandoned past the deadline. commit: the run is about
+ * to write its results into the jobs; returns 1 when they are still its own (they can no longer be
+ * abandoned), 0 when the batch was abandoned (the jobs are answered and may be freed: touch none). */
+void sched_batch_detach(void);
+int sched_batch_commit(void);
+/* From a run: 1 when no job is waiting (the worker will probably go idle after this batch). */
+int sched_batch_queue_empty(void);
+
+/* Seconds a client should wait before retrying: the expected wait (the time the queued frames and the
+ * running batches' rest take at the measured drain rate), rounded up and clamped to [1, 30]; 1 while
+ * no rate is known. */
+int sched_retry_after_s(sched *s);
+typedef struct {
+    double drain_frames_per_s; /* 0 while unknown */
+    double queued_frames;
+    double expected_wait_s;    /* (queued + running batches' remaining frames) / drain rate; 0 while unknown */
+    int hung;                  /* workers whose batch has run past worker_deadline_s */
+    long long abandoned;       /* batches abandoned so far */
+    long long batches;         /* batches completed or abandoned so far */
+    double last_progress_s;    /* sched_now() of the last batch start or end */
+} sched_stats;
+void sched_get_stats(sched *s, sched_stats *out);
 
 double sched_now(void); /* CLOCK_MONOTONIC in seconds */
 

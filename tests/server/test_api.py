@@ -357,7 +357,7 @@ class Golden(unittest.TestCase):
                 mdir = os.path.join(GOLDEN, case)
                 g = read_safetensors(os.path.join(mdir, "golden.safetensors"))
                 utts = sorted(int(f[3:-4]) for f in os.listdir(mdir) if f.startswith("utt") and f.endswith(".npy"))
-                d = Daemon(mdir, "batching:\n  max_delay_us: 50000\n")
+                d = Daemon(mdir, "batching:\n  max_delay_us: 50000\n  delay_when_idle: true\n")
                 try:
                     import threading
                     res = {}

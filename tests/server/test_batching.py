@@ -41,7 +41,7 @@ def run_threads(n, fn, timeout):
 
 class Batching(DaemonTest):
     # Batches of up to 8, formed within 30 ms: concurrent clients share batches.
-    config = "batching:\n  max_batch: 8\n  max_delay_us: 30000\n  max_queue: 64\n"
+    config = "batching:\n  max_batch: 8\n  max_delay_us: 30000\n  max_queue: 64\n  delay_when_idle: true\n"
 
     @classmethod
     def setUpClass(cls):
@@ -134,7 +134,7 @@ class Batching(DaemonTest):
 class Spread(DaemonTest):
     # 8 requests wait together for a batch of 64 that never fills; 2 workers are idle when the delay
     # is up. The CPU backend shares them out (two batches of 4 at once); CUDA takes one batch of 8.
-    config = "batching:\n  workers: 2\n  max_batch: 64\n  max_delay_us: 1000000\n  max_queue: 64\n"
+    config = "batching:\n  workers: 2\n  max_batch: 64\n  max_delay_us: 1000000\n  max_queue: 64\n  delay_when_idle: true\n"
 
     def test_shared_among_idle_workers(self):
         body = json_body(200, self.dim, random_features(200, self.dim, 5))
@@ -153,7 +153,7 @@ class Spread(DaemonTest):
 class Overload(DaemonTest):
     # Jobs wait up to 3 s for a batch of 64 that never fills; only 4 may wait; one worker, so the 4 run
     # as one batch whatever the backend (the CPU shares a batch out among idle workers: class Spread).
-    config = "batching:\n  workers: 1\n  max_batch: 64\n  max_delay_us: 3000000\n  max_queue: 4\n"
+    config = "batching:\n  workers: 1\n  max_batch: 64\n  max_delay_us: 3000000\n  max_queue: 4\n  delay_when_idle: true\n"
 
     def test_queue_full_503(self):
         body = json_body(5, self.dim, random_features(5, self.dim, 3))

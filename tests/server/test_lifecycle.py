@@ -254,7 +254,7 @@ class Shutdown(unittest.TestCase):
     def test_sigterm_answers_queued_and_uploading(self):
         # Jobs wait 5 s for a batch that never fills; a slow client is mid-upload at SIGTERM. One
         # worker: the 6 queued requests then run as one batch on any backend.
-        d = Daemon(config="batching:\n  workers: 1\n  max_batch: 64\n  max_delay_us: 5000000\n")
+        d = Daemon(config="batching:\n  workers: 1\n  max_batch: 64\n  max_delay_us: 5000000\n  delay_when_idle: true\n")
         try:
             st, _, ref = d.transcribe(self.body, headers={"Connection": "close"}, timeout=30)
             self.assertEqual(st, 200)

@@ -2,6 +2,7 @@
  * bucketing, groups, spreading over idle workers, the bounded queue, cancellation, and a
  * multi-threaded stress run. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,10 +118,12 @@ static void gate(int closed)
     pthread_mutex_unlock(&R.mu);
 }
 
+/* The tests written before idle workers started at once use the old rule (delay_when_idle): they
+ * hold jobs in the queue with a long max_delay to form batches of a known shape. */
 static sched *make(int workers, int max_batch, long long delay_us, int max_queue)
 {
-    sched_params p = {workers, max_batch, delay_us, max_queue};
-    sched_exec x = {run, NULL};
+    sched_params p = {workers, max_batch, delay_us, max_queue, 1, 0, 0};
+    sched_exec x = {run, NULL, NULL};
     sched *s = NULL;
     assert_int_equal(sched_create(&p, &x, &s), SCHED_OK);
     return s;
@@ -448,11 +451,179 @@ static void test_stress(void **st)
 static void test_invalid_params(void **st)
 {
     (void)st;
-    sched_params p = {0, 1, 0, 1};
-    sched_exec x = {run, NULL};
+    sched_params p = {0, 1, 0, 1, 0, 0, 0};
+    sched_exec x = {run, NULL, NULL};
     sched *s = NULL;
     assert_int_equal(sched_create(&p, &x, &s), SCHED_INVALID);
     assert_null(s);
+}
+
+static sched *make_policy(int workers, int max_batch, long long delay_us, int max_queue, double max_wait_s,
+                          double deadline_s, void (*abandon)(void *, sched_job *, double))
+{
+    sched_params p = {workers, max_batch, delay_us, max_queue, 0, max_wait_s, deadline_s};
+    sched_exec x = {run, NULL, abandon};
+    sched *s = NULL;
+    assert_int_equal(sched_create(&p, &x, &s), SCHED_OK);
+    return s;
+}
+
+/* A job that finds a worker idle starts at once (it used to wait max_delay for company); jobs that
+ * arrive while every worker is busy still wait max_delay for company once a worker is free. */
+static void test_idle_worker_starts_at_once(void **st)
+{
+    (void)st;
+    rec_reset();
+    sched *s = make_policy(1, 8, 300000, 16, 0, 0, NULL);
+    tjob a, b, c;
+    init_job(&a, 1, 100, &G1);
+    assert_int_equal(sched_submit(s, &a.sj), SCHED_OK);
+    assert_true(wait_done(1, 5));
+    assert_true(a.sj.t_start - a.sj.t_submit < 0.05); /* fails with the old rule: 0.3 s */
+    assert_int_equal(a.sj.batch_size, 1);
+    /* Busy worker: b and c queue behind a and then wait for company until b's delay is up. */
+    gate(1);
+    init_job(&a, 1, 100, &G1);
+    assert_int_equal(sched_submit(s, &a.sj), SCHED_OK);
+    usleep(20000); /* the worker took a and is held at the gate */
+    init_job(&b, 2, 100, &G1);
+    init_job(&c, 3, 100, &G1);
+    assert_int_equal(sched_submit(s, &b.sj), SCHED_OK);
+    assert_int_equal(sched_submit(s, &c.sj), SCHED_OK);
+    usleep(10000);
+    gate(0);
+    assert_true(wait_done(4, 5));
+    assert_int_equal(a.sj.batch_size, 1);
+    assert_int_equal(b.sj.batch_size, 2);
+    assert_int_equal(c.sj.batch_size, 2);
+    assert_true(b.sj.t_start - b.sj.t_submit >= 0.28);
+    /* delay_when_idle restores the old rule: a lone job waits the delay. */
+    sched_set_policy(s, 1, 0, 0);
+    init_job(&a, 1, 100, &G1);
+    assert_int_equal(sched_submit(s, &a.sj), SCHED_OK);
+    assert_true(wait_done(5, 5));
+    assert_true(a.sj.t_start - a.sj.t_submit >= 0.28);
+    sched_free(s);
+}
+
+/* The queue is bounded by its expected wait: queued frames / the measured drain rate. Before a rate
+ * is measured only max_queue applies and Retry-After is 1; after, a job that would wait longer than
+ * max_wait_s is refused, and Retry-After is the queue's drain time rounded up. */
+static void test_wait_bound_and_retry_after(void **st)
+{
+    (void)st;
+    rec_reset();
+    sched *s = make_policy(1, 1, 0, 100000, 2.5, 0, NULL);
+    assert_int_equal(sched_retry_after_s(s), 1);
+    sched_stats ss;
+    sched_get_stats(s, &ss);
+    assert_true(ss.drain_frames_per_s == 0);
+    /* Cold: nothing measured, so many jobs are admitted (only max_queue bounds them). */
+    static tjob cold[300];
+    gate(1);
+    for (int i = 0; i < 300; i++) {
+        init_job(&cold[i], i, 1000, &G1);
+        assert_int_equal(sched_submit(s, &cold[i].sj), SCHED_OK);
+    }
+    R.run_delay_us = 2000; /* 1000 frames per 2 ms: ~500,000 frames/s */
+    gate(0);
+    assert_true(wait_done(300, 30));
+    sched_get_stats(s, &ss);
+    assert_true(ss.drain_frames_per_s > 50000 && ss.drain_frames_per_s < 600000);
+    double rate = ss.drain_frames_per_s;
+    /* Hold the worker, then fill the queue until the bound refuses. */
+    gate(1);
+    static tjob warm[4000];
+    int admitted = 0;
+    sched_status last = SCHED_OK;
+    for (int i = 0; i < 4000; i++) {
+        init_job(&warm[i], i, 1000, &G1);
+        last = sched_submit(s, &warm[i].sj);
+        if (last != SCHED_OK) break;
+        admitted++;
+    }
+    assert_int_equal(last, SCHED_FULL);
+    /* Admitted while queued / rate <= 2.5 s (the first job went to the held worker). */
+    double expect = 2.5 * rate / 1000.0;
+    assert_true(admitted >= (int)expect - 2 && admitted <= (int)expect + 3);
+    assert_int_equal(sched_retry_after_s(s), 3);
+    gate(0);
+    assert_true(wait_done(300 + admitted, 60));
+    assert_int_equal(sched_retry_after_s(s), 1); /* empty queue */
+    sched_free(s);
+}
+
+/* A hung batch: past the deadline its jobs are answered through the abandon hook, the worker counts
+ * as hung, other workers keep serving, and when the run finally returns it touches none of its jobs. */
+static int g_abandoned;
+static _Atomic int g_hang_gate;
+static void abandon_rec(void *ctx, sched_job *j, double ran_s)
+{
+    (void)ctx;
+    (void)ran_s;
+    ((tjob *)j)->batch_no = -1;
+    __atomic_fetch_add(&g_abandoned, 1, __ATOMIC_SEQ_CST);
+}
+
+static void run_hang(void *ctx, int worker, const void *group, sched_job **jobs, int n)
+{
+    (void)ctx;
+    (void)worker;
+    (void)group;
+    int hang = ((tjob *)jobs[0])->id < 0;
+    sched_batch_detach();
+    while (hang && atomic_load(&g_hang_gate)) usleep(1000);
+    if (!sched_batch_commit()) return;
+    for (int i = 0; i < n; i++) ((tjob *)jobs[i])->batch_no = 7;
+}
+
+static void test_deadline_abandons_hung_batch(void **st)
+{
+    (void)st;
+    rec_reset();
+    g_abandoned = 0;
+    atomic_store(&g_hang_gate, 1);
+    sched_params p = {2, 1, 0, 16, 0, 0, 0.2};
+    sched_exec x = {run_hang, NULL, abandon_rec};
+    sched *s = NULL;
+    assert_int_equal(sched_create(&p, &x, &s), SCHED_OK);
+    tjob h, ok, h2;
+    init_job(&h, -1, 10, &G1);
+    assert_int_equal(sched_submit(s, &h.sj), SCHED_OK);
+    assert_true(wait_done(1, 5));
+    double answered = h.sj.t_end - h.sj.t_start;
+    assert_true(answered >= 0.2 && answered < 1.0);
+    assert_int_equal(h.batch_no, -1);
+    assert_int_equal(g_abandoned, 1);
+    sched_stats ss;
+    sched_get_stats(s, &ss);
+    assert_int_equal(ss.hung, 1);
+    assert_int_equal(ss.abandoned, 1);
+    /* The other worker serves. */
+    init_job(&ok, 2, 10, &G1);
+    assert_int_equal(sched_submit(s, &ok.sj), SCHED_OK);
+    assert_true(wait_done(2, 5));
+    assert_int_equal(ok.batch_no, 7);
+    /* Both hung: refused at once. */
+    init_job(&h2, -2, 10, &G1);
+    assert_int_equal(sched_submit(s, &h2.sj), SCHED_OK);
+    assert_true(wait_done(3, 5));
+    init_job(&ok, 3, 10, &G1);
+    assert_int_equal(sched_submit(s, &ok.sj), SCHED_UNAVAILABLE);
+    /* The hangs end: the runs return without touching their (answered) jobs, workers serve again. */
+    h.batch_no = h2.batch_no = 99;
+    atomic_store(&g_hang_gate, 0);
+    usleep(50000);
+    assert_int_equal(h.batch_no, 99);
+    assert_int_equal(h2.batch_no, 99);
+    assert_int_equal(h.done_count, 1);
+    sched_get_stats(s, &ss);
+    assert_int_equal(ss.hung, 0);
+    init_job(&ok, 4, 10, &G1);
+    assert_int_equal(sched_submit(s, &ok.sj), SCHED_OK);
+    assert_true(wait_done(4, 5));
+    assert_int_equal(ok.batch_no, 7);
+    sched_free(s);
 }
 
 int main(void)
@@ -465,7 +636,8 @@ int main(void)
         cmocka_unit_test(test_groups_not_mixed),  cmocka_unit_test(test_batch_cap), cmocka_unit_test(test_spread),
         cmocka_unit_test(test_queue_full),        cmocka_unit_test(test_close_and_cancel),
         cmocka_unit_test(test_free_cancels),      cmocka_unit_test(test_stress),
-        cmocka_unit_test(test_invalid_params),
+        cmocka_unit_test(test_invalid_params),    cmocka_unit_test(test_idle_worker_starts_at_once),
+        cmocka_unit_test(test_wait_bound_and_retry_after), cmocka_unit_test(test_deadline_abandons_hung_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
