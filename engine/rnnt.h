@@ -240,8 +240,8 @@ rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, s
  * Thread safety: a stream is used by one thread at a time (feeding, advancing, reading its result
  * must not overlap: the caller serialises them); different streams are independent. Any runner of the
  * stream's model may advance it, one call after another (the CPU backend keeps the state in host
- * memory). The model must outlive its streams. Audio input will come through a frontend the stream
- * owns (with the audio frontend); features are the input today.
+ * memory). The model must outlive its streams. Input is features or audio (through an rnnt_frontend
+ * shared by any number of streams, which must outlive them), not both in one stream.
  *
  * The CPU backend advances streams; the CUDA backend answers RNNT_ERR_UNSUPPORTED for now. */
 typedef struct rnnt_stream rnnt_stream;
@@ -254,6 +254,16 @@ void rnnt_stream_free(rnnt_stream *s);
  * more than an hour of input (360,000 frames) would wait unadvanced. */
 rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
                                         int finite_checked, char *err, size_t errlen);
+/* Append n samples of audio at the model's sample rate (floats in [-1, 1], or 16-bit PCM) through fe
+ * (rnnt_frontend_create for the stream's model; every call of a stream passes the same one). The
+ * stream keeps its own frontend state, so samples may come in any chunks, aligned to the hop or not:
+ * the frames are those of rnnt_frontend_compute_f32 on the whole utterance (dither seed 0), and the
+ * final result is the whole utterance's decode of them. Refused (stream unchanged) as features are,
+ * and for non-finite samples, another frontend, or a stream that took features. */
+rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n,
+                                         char *err, size_t errlen);
+rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n,
+                                         char *err, size_t errlen);
 /* No more input: the next advance encodes the last partial groups and decodes to the end. */
 rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
 /* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and

@@ -50,6 +50,7 @@ rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err
 void rnnt_stream_free(rnnt_stream *s)
 {
     if (!s) return;
+    rnnt_frontend_stream_free(s->fes);
     free(s->feats);
     free(s->dec.tokens);
     free(s->dec.probs);
@@ -58,13 +59,12 @@ void rnnt_stream_free(rnnt_stream *s)
     free(s);
 }
 
-/* Appends frames that were checked; the one way features enter a stream (the audio frontend will
- * come through here too). */
-static rnnt_status stream_push_features(rnnt_stream *s, const float *x, int frames, char *err, size_t errlen)
+/* Room for `frames` more input frames (the pending limit included); nothing changes on failure. */
+static rnnt_status stream_reserve_frames(rnnt_stream *s, long long frames, char *err, size_t errlen)
 {
     const size_t F = (size_t)s->m->feature_dim;
     if (frames > RNNT_STREAM_MAX_PENDING - s->n_feats)
-        return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%d input frames would wait unencoded, a stream holds at most %d",
+        return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%lld input frames would wait unencoded, a stream holds at most %d",
                             s->n_feats + frames, RNNT_STREAM_MAX_PENDING);
     if (s->n_feats + frames > s->cap_feats) {
         int cap = s->cap_feats ? s->cap_feats : 64;
@@ -74,19 +74,79 @@ static rnnt_status stream_push_features(rnnt_stream *s, const float *x, int fram
         s->feats = p;
         s->cap_feats = cap;
     }
-    if (frames) memcpy(s->feats + (size_t)s->n_feats * F, x, (size_t)frames * F * sizeof(float));
+    return RNNT_OK;
+}
+
+/* Appends frames that were checked: the one way features enter a stream (the audio path writes its
+ * frames in place and counts them the same way). */
+static rnnt_status stream_push_features(rnnt_stream *s, const float *x, int frames, char *err, size_t errlen)
+{
+    rnnt_status st = stream_reserve_frames(s, frames, err, errlen);
+    if (st) return st;
+    if (frames) memcpy(s->feats + (size_t)s->n_feats * s->m->feature_dim, x, (size_t)frames * s->m->feature_dim * sizeof(float));
     s->n_feats += frames;
     s->frames_in += frames;
     return RNNT_OK;
 }
 
+/* What every input call checks first: the stream exists, takes input, and of this kind. */
+static rnnt_status stream_check_input(rnnt_stream *s, int kind, char *err, size_t errlen)
+{
+    if (!s) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no stream given");
+    if (s->finished) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%s after the end of input", kind == 1 ? "features" : "audio");
+    if (s->dec.status != RNNT_OK)
+        return rnnt_set_err(err, errlen, s->dec.status, "the stream has stopped: %s at frame %d", rnnt_status_str(s->dec.status), s->dec.t);
+    if (s->input_kind && s->input_kind != kind)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%s into a stream fed with %s", kind == 1 ? "features" : "audio",
+                            kind == 1 ? "audio" : "features");
+    return RNNT_OK;
+}
+
+/* Samples through the stream's frontend (f32 or s16), frames straight into the pending input. */
+static rnnt_status stream_accept_audio(rnnt_stream *s, const rnnt_frontend *fe, const float *xf, const int16_t *xs, size_t n, char *err,
+                                       size_t errlen)
+{
+    rnnt_status st = stream_check_input(s, 2, err, errlen);
+    if (st) return st;
+    if (!fe) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no frontend given");
+    if (n && !xf && !xs) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no samples given for %zu samples", n);
+    if (s->fe && s->fe != fe) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "another frontend than the stream's first samples went through");
+    if (rnnt_frontend_dim(fe) != s->m->feature_dim)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "the frontend makes %d features per frame, the model expects %d", rnnt_frontend_dim(fe),
+                            s->m->feature_dim);
+    if (!s->fes) {
+        /* Dither seed 0, as rnnt_frontend_compute_f32: a stream's features are the whole utterance's. */
+        if ((st = rnnt_frontend_stream_create(fe, 0, &s->fes, err, errlen))) return st;
+        s->fe = fe;
+        s->input_kind = 2;
+    }
+    long long frames = rnnt_frontend_stream_frames_after(s->fes, n);
+    if ((st = stream_reserve_frames(s, frames, err, errlen))) return st;
+    float *out = s->feats + (size_t)s->n_feats * s->m->feature_dim;
+    int made = 0;
+    st = xf ? rnnt_frontend_feed_f32(s->fes, xf, n, out, frames, &made, err, errlen)
+            : rnnt_frontend_feed_s16(s->fes, xs, n, out, frames, &made, err, errlen);
+    if (st) return st; /* the frontend consumed nothing */
+    s->n_feats += made;
+    s->frames_in += made;
+    return RNNT_OK;
+}
+
+rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n, char *err, size_t errlen)
+{
+    return stream_accept_audio(s, fe, samples, NULL, n, err, errlen);
+}
+
+rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n, char *err, size_t errlen)
+{
+    return stream_accept_audio(s, fe, NULL, samples, n, err, errlen);
+}
+
 rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim, int finite_checked, char *err,
                                         size_t errlen)
 {
-    if (!s) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no stream given");
-    if (s->finished) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "features after the end of input");
-    if (s->dec.status != RNNT_OK)
-        return rnnt_set_err(err, errlen, s->dec.status, "the stream has stopped: %s at frame %d", rnnt_status_str(s->dec.status), s->dec.t);
+    rnnt_status st = stream_check_input(s, 1, err, errlen);
+    if (st) return st;
     if (feature_dim != s->m->feature_dim)
         return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%d features per frame, the model expects %d", feature_dim, s->m->feature_dim);
     if (frames < 0) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "negative frame count %d", frames);
@@ -96,7 +156,9 @@ rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, i
             if (!isfinite(features[i]))
                 return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "non-finite feature at frame %lld, feature %zu",
                                     s->frames_in + (long long)(i / (size_t)feature_dim), i % (size_t)feature_dim);
-    return stream_push_features(s, features, frames, err, errlen);
+    if ((st = stream_push_features(s, features, frames, err, errlen))) return st;
+    if (frames) s->input_kind = 1;
+    return RNNT_OK;
 }
 
 rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen)

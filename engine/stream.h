@@ -59,9 +59,12 @@ struct rnnt_stream {
     int finished;        /* no more input (rnnt_stream_input_finished) */
     int flushed;         /* the encoder has taken all input, the zero-padded last groups included:
                             enc_frames is final */
-    /* Audio input (issue 13, with the audio frontend): the stream will own an rnnt_frontend here that
-     * turns samples into feature frames appended to feats through stream_push_features(). */
-    void *frontend;
+    /* Audio input: the stream's own frontend state (made on the first samples from the shared
+     * rnnt_frontend fe), whose frames are appended to feats. A stream takes features or audio, not
+     * both (input_kind). */
+    const rnnt_frontend *fe;
+    rnnt_frontend_stream *fes;
+    int input_kind; /* 0 nothing yet, 1 features, 2 audio */
     /* Encoder: each layer's state, and each time-stacked layer's outputs that do not yet make a full
      * group of time_stack rows (at most time_stack - 1 rows, [rem_rows[l], H_l]). */
     float *enc_h[RNNT_STREAM_MAX_LAYERS], *enc_c[RNNT_STREAM_MAX_LAYERS];

@@ -9,6 +9,7 @@
  * partial results only grow, are prefixes of the final one, and emit from encoder frames that exist
  * only. The seed is printed; set RNNT_TEST_SEED to replay one. */
 #include <dirent.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "audio.h"
 #include "cpu_ops.h"
 #include "model.h"
 #include "npy.h"
@@ -601,6 +603,112 @@ static void test_numeric_failure(void **state)
     tu_rmdir(dir);
 }
 
+/* Audio: the shipped samples' WAVs fed as samples in chunks of 160 (the hop), 333 (not aligned),
+ * random 0..4000 and 1 sample at a time (advancing every 997 samples), float and 16-bit, all four in
+ * one batch: the final results equal the whole-utterance decode of rnnt_frontend_compute_f32's
+ * features. Then the audio errors. */
+static void test_audio_streams(void **state)
+{
+    rnnt_model *m = load_shipped();
+    char err[512];
+    rnnt_frontend *fe, *fe2;
+    if (rnnt_frontend_create(m, &fe, err, sizeof err) || rnnt_frontend_create(m, &fe2, err, sizeof err)) fail_msg("%s", err);
+    static const char *names[] = {"01-flite-kal16", "02-espeak-en-us-m3", "03-festival-kal-diphone", "04-flite-rms"};
+    float *x[4];
+    int16_t *x16[4];
+    size_t n[4];
+    rnnt_result want[4] = {{0}};
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 4;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    for (int i = 0; i < 4; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/../../models/en-char-small/samples/%s.wav", tu_data_dir(), names[i]);
+        if (rnnt_audio_load_file(path, 16000, NULL, &x[i], &n[i], NULL, err, sizeof err)) fail_msg("%s", err);
+        x16[i] = malloc(n[i] * sizeof(int16_t));
+        for (size_t j = 0; j < n[i]; j++) x16[i][j] = (int16_t)lrintf(x[i][j] * 32768.0f); /* exact: 16-bit WAVs */
+        float *feats;
+        int frames;
+        if (rnnt_frontend_compute_f32(fe, x[i], n[i], 0, &feats, &frames, err, sizeof err)) fail_msg("%s", err);
+        rnnt_input in = {feats, frames, 0};
+        if (rnnt_runner_decode(r, 1, &in, &want[i], NULL, err, sizeof err)) fail_msg("%s", err);
+        free(feats);
+    }
+    static const int sizes[] = {160, 333, 0, 1};
+    uint64_t rng = g_seed ^ 0xa0d10;
+    for (int rot = 0; rot < 4; rot++) { /* stream i gets chunking (i + rot) % 4; odd rounds in 16-bit */
+        rnnt_stream *s[4];
+        size_t fed[4] = {0};
+        for (int i = 0; i < 4; i++)
+            if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
+        for (int done = 0; done < 4;) {
+            for (int i = 0; i < 4; i++) {
+                int how = sizes[(i + rot) % 4];
+                /* One-sample feeding: many feeds per advance. */
+                for (int k = 0; k < (how == 1 ? 997 : 1) && fed[i] < n[i]; k++) {
+                    size_t c = how ? (size_t)how : (size_t)(tu_rand_next(&rng) % 4001);
+                    if (c > n[i] - fed[i]) c = n[i] - fed[i];
+                    rnnt_status st = rot & 1 ? rnnt_stream_accept_audio_s16(s[i], fe, x16[i] + fed[i], c, err, sizeof err)
+                                             : rnnt_stream_accept_audio_f32(s[i], fe, x[i] + fed[i], c, err, sizeof err);
+                    if (st) fail_msg("%s", err);
+                    fed[i] += c;
+                }
+                if (fed[i] == n[i] && !rnnt_stream_is_final(s[i])) rnnt_stream_input_finished(s[i], err, sizeof err);
+            }
+            if (rnnt_runner_advance_streams(r, 4, s, NULL, err, sizeof err)) fail_msg("%s", err);
+            done = 0;
+            for (int i = 0; i < 4; i++) done += rnnt_stream_is_final(s[i]);
+        }
+        for (int i = 0; i < 4; i++) {
+            rnnt_result got = {0};
+            if (rnnt_stream_get_result(s[i], &got, err, sizeof err)) fail_msg("%s", err);
+            char what[128];
+            snprintf(what, sizeof what, "audio %s, chunks of %d samples, %s", names[i], sizes[(i + rot) % 4], rot & 1 ? "s16" : "f32");
+            expect_same(&got, &want[i], what);
+            rnnt_result_clear(&got);
+            rnnt_stream_free(s[i]);
+        }
+    }
+    printf("audio: 4 samples, '%s': identical in chunks of 160, 333, random and 1 sample, f32 and s16\n", want[0].text);
+    assert_true(want[0].n_tokens > 10);
+    /* Errors: each leaves the stream as it was. */
+    rnnt_stream *a, *f;
+    if (rnnt_stream_create(m, &a, err, sizeof err) || rnnt_stream_create(m, &f, err, sizeof err)) fail_msg("%s", err);
+    float bad[500];
+    memcpy(bad, x[0] + 10000, sizeof bad);
+    bad[321] = 1.0f / 0.0f;
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe, x[0], 1000, err, sizeof err), RNNT_OK);
+    int pending = rnnt_stream_pending_frames(a);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe, bad, 500, err, sizeof err), RNNT_ERR_INVALID);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe2, x[0] + 1000, 500, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "another frontend"));
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, NULL, x[0] + 1000, 500, err, sizeof err), RNNT_ERR_INVALID);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe, NULL, 500, err, sizeof err), RNNT_ERR_INVALID);
+    float frame[80] = {0};
+    assert_int_equal(rnnt_stream_accept_features(a, frame, 1, 80, 0, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "features into a stream fed with audio"));
+    assert_int_equal(rnnt_stream_pending_frames(a), pending);
+    assert_int_equal(rnnt_stream_accept_features(f, frame, 1, 80, 0, err, sizeof err), RNNT_OK);
+    assert_int_equal(rnnt_stream_accept_audio_s16(f, fe, x16[0], 100, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "audio into a stream fed with features"));
+    rnnt_stream_input_finished(a, err, sizeof err);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe, x[0], 10, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "audio after the end of input"));
+    rnnt_stream_free(a);
+    rnnt_stream_free(f);
+    for (int i = 0; i < 4; i++) {
+        rnnt_result_clear(&want[i]);
+        free(x[i]);
+        free(x16[i]);
+    }
+    rnnt_runner_free(r);
+    rnnt_frontend_free(fe);
+    rnnt_frontend_free(fe2);
+    rnnt_model_free(m);
+}
+
 int main(void)
 {
     g_seed = getenv("RNNT_TEST_SEED") ? strtoull(getenv("RNNT_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
@@ -608,7 +716,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_chunks_bitwise), cmocka_unit_test(test_golden_models),      cmocka_unit_test(test_generated_models), cmocka_unit_test(test_shipped_model),
         cmocka_unit_test(test_chunk_larger_than_runner), cmocka_unit_test(test_empty_and_zero_chunks), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_numeric_failure),
+        cmocka_unit_test(test_numeric_failure), cmocka_unit_test(test_audio_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
