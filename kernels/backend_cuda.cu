@@ -24,7 +24,8 @@
  *   RNNT_CUDA_STAGE_THREADS=n host threads that help stage a batch's features (cu_stage.h; default
  *                            min(3, CPUs / 4); 0 none)
  *   RNNT_CUDA_STAGE_CHUNK=b  bytes per staging chunk and transfer (default 2 MiB; helpers join from
- *                            two chunks on) */
+ *                            two chunks on)
+ *   RNNT_CUDA_FE_CHUNK=n     frames per cuFFT call of the GPU frontend (cu_frontend.h; default 8192) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

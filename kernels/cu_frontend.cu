@@ -12,8 +12,10 @@
 namespace {
 
 /* Frames per cuFFT call: one fixed plan (so every frame is transformed by the same algorithm, whatever
- * the batch), and FFT buffers of this many frames: 8192 x (512 + 514) floats = 32 MiB at n_fft 512. */
-const int kChunkFrames = 8192;
+ * the batch), and FFT buffers of this many frames: 8192 x (512 + 514) floats = 32 MiB at n_fft 512,
+ * which the H100's 50 MB L2 holds between the three kernels of a chunk. RNNT_CUDA_FE_CHUNK=n (read at
+ * create) changes it, for the benchmark. */
+const int kChunkFramesDefault = 8192;
 
 /* Per utterance, uploaded at the head of the PCM buffer. */
 struct fe_utt {
@@ -63,10 +65,9 @@ __device__ __forceinline__ float load_sample(const char *base, const fe_utt &u, 
 __global__ void fe_frame_kernel(const char *buf, const fe_utt *utt, int n, int g0, int cnt, int win, int hop,
                                 int nfft, float a, const float *window, float *frames)
 {
-    long long total = (long long)cnt * nfft;
-    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-        int lf = (int)(idx / nfft), j = (int)(idx - (long long)lf * nfft);
+    int total = cnt * nfft; /* < 2^31: create checks chunk x n_fft */
+    for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
+        int lf = idx / nfft, j = idx - lf * nfft;
         float out = 0.0f;
         if (j < win) {
             int g = g0 + lf;
@@ -127,7 +128,7 @@ __global__ void fe_mel_kernel(const float2 *spec, int g0, int cnt, int nbins, in
 struct cu_audio_fe {
     cudaStream_t s, cs;
     cu_stager *stager;
-    int win, hop, nfft, nbins, F;
+    int win, hop, nfft, nbins, F, chunk;
     float preemph, log_floor, power;
     float *d_window, *d_w;
     int *d_lo, *d_hi, *d_off;
@@ -188,16 +189,21 @@ static rnnt_status create_inner(cu_audio_fe *f, const rnnt_frontend *fe, int sta
     f->preemph = t.preemph;
     f->log_floor = t.log_floor;
     f->power = t.power;
+    const char *ch = getenv("RNNT_CUDA_FE_CHUNK");
+    f->chunk = ch && atoi(ch) > 0 ? atoi(ch) : kChunkFramesDefault;
+    if ((long long)f->chunk * f->nfft > (1ll << 30))
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda frontend: %d frames of %d points per FFT call is too many",
+                          f->chunk, f->nfft);
     RNNT_TRY(upload((void **)&f->d_window, t.window, sizeof(float) * (size_t)f->win, err, errlen));
     RNNT_TRY(upload((void **)&f->d_w, t.mel_w, sizeof(float) * (size_t)t.n_weights, err, errlen));
     RNNT_TRY(upload((void **)&f->d_lo, t.mel_lo, sizeof(int) * (size_t)f->F, err, errlen));
     RNNT_TRY(upload((void **)&f->d_hi, t.mel_hi, sizeof(int) * (size_t)f->F, err, errlen));
     RNNT_TRY(upload((void **)&f->d_off, t.mel_off, sizeof(int) * (size_t)f->F, err, errlen));
-    CU_TRY(cudaMalloc((void **)&f->d_frames, sizeof(float) * (size_t)kChunkFrames * f->nfft));
-    CU_TRY(cudaMalloc((void **)&f->d_spec, sizeof(float2) * (size_t)kChunkFrames * f->nbins));
+    CU_TRY(cudaMalloc((void **)&f->d_frames, sizeof(float) * (size_t)f->chunk * f->nfft));
+    CU_TRY(cudaMalloc((void **)&f->d_spec, sizeof(float2) * (size_t)f->chunk * f->nbins));
     int n = f->nfft;
     /* NULL embeds: the basic layout, input rows of n_fft floats, output rows of n_fft / 2 + 1 complex */
-    CUFFT_TRY(cufftPlanMany(&f->plan, 1, &n, NULL, 1, n, NULL, 1, f->nbins, CUFFT_R2C, kChunkFrames));
+    CUFFT_TRY(cufftPlanMany(&f->plan, 1, &n, NULL, 1, n, NULL, 1, f->nbins, CUFFT_R2C, f->chunk));
     f->have_plan = 1;
     CUFFT_TRY(cufftSetStream(f->plan, f->s));
     CU_TRY(cudaStreamCreateWithFlags(&f->cs, cudaStreamNonBlocking));
@@ -279,10 +285,9 @@ rnnt_status cu_audio_fe_run(cu_audio_fe *f, int n, const rnnt_audio_input *in, c
     CU_TRY(cudaStreamWaitEvent(f->s, f->ev_up, 0));
     CU_TRY(cudaEventRecord(f->ev_k0, f->s));
     const fe_utt *utt = (const fe_utt *)f->d_buf;
-    for (int g0 = 0; g0 < total; g0 += kChunkFrames) {
-        int cnt = total - g0 < kChunkFrames ? total - g0 : kChunkFrames;
-        long long work = (long long)cnt * f->nfft;
-        int threads = 256, blocks = (int)((work + threads - 1) / threads);
+    for (int g0 = 0; g0 < total; g0 += f->chunk) {
+        int cnt = total - g0 < f->chunk ? total - g0 : f->chunk;
+        int threads = 256, blocks = (cnt * f->nfft + threads - 1) / threads;
         fe_frame_kernel<<<blocks, threads, 0, f->s>>>(f->d_buf, utt, n, g0, cnt, f->win, f->hop, f->nfft, f->preemph,
                                                      f->d_window, f->d_frames);
         CU_TRY_LAUNCH();

@@ -16,6 +16,10 @@ source "$H/device-common.sh"
 unpack "$H/pack.tar.xz" /tmp/gf
 B=/tmp/gf/bin
 use_libs /tmp/gf/lib cudnn cublas cuda_runtime cufft
+if ldd $B/test_cuda_frontend | grep -q "libcufft.*not found"; then  # look wherever a wheel or toolkit put it
+  lib=$(find / -xdev -name 'libcufft.so.12*' 2>/dev/null | head -1)
+  [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH && echo "cuFFT from $lib"
+fi
 export RNNT_TEST_DATA=$PWD/tests/data
 MODEL=/tmp/mlperf
 M=models/en-char-small
@@ -35,6 +39,10 @@ if has bench; then
   { for prec in fp16 fp32; do
       log "bench_engine $M --audio 1 --precision $prec"
       timeout $(tmo 90) $B/bench_engine $M --batches 1,32,256 --seconds 10 --reps 9 --audio 1 --precision $prec; echo "exit $?"
+    done
+    for ch in 2048 32768; do
+      log "bench_engine $M --audio 1, RNNT_CUDA_FE_CHUNK=$ch (frames per cuFFT call; default 8192)"
+      RNNT_CUDA_FE_CHUNK=$ch timeout $(tmo 60) $B/bench_engine $M --batches 256 --seconds 10 --reps 9 --audio 1; echo "exit $?"
     done; } > "$OUT/bench_audio.log" 2>&1
   grep -E "^== |^\| [0-9]|exit|^Engine|^model" "$OUT/bench_audio.log" | cut -c1-300
 fi

@@ -52,9 +52,11 @@ static void model_dir(const char *config, char *out, size_t n)
     else snprintf(out, n, "%s/frontend/%s", tu_data_dir(), config);
 }
 
-/* Largest |c - r| / allowed over [T, M] (r the reference, its frame's max rmax); fails past 1. */
+/* Largest |c - r| / allowed over [T, M] (r the reference, its frame's max rmax); the caller fails past
+ * its limit (after printing every figure: a device run is rare). The first violation is printed. */
 static double check_close(const char *what, const float *c, const float *r, int T, int M)
 {
+    int said = 0;
     double worst = 0.0;
     for (int t = 0; t < T; t++) {
         float rmax = -INFINITY;
@@ -62,10 +64,10 @@ static double check_close(const char *what, const float *c, const float *r, int 
         for (int k = 0; k < M; k++) {
             double rv = r[(size_t)t * M + k], d = fabs((double)c[(size_t)t * M + k] - rv);
             double allowed = ATOL + RTOL_FRAME * exp(fmin(rmax - rv, 80.0));
-            if (!(d <= allowed))
-                fail_msg("%s: frame %d mel %d: GPU %.9g, reference %.9g (allowed %.3g)", what, t, k, c[(size_t)t * M + k], rv,
-                         allowed);
-            if (d / allowed > worst) worst = d / allowed;
+            if (!(d <= allowed) && !said++)
+                print_message("%s: frame %d mel %d: GPU %.9g, reference %.9g (allowed %.3g)\n", what, t, k, c[(size_t)t * M + k],
+                              rv, allowed);
+            if (!(d / allowed <= worst)) worst = d / allowed; /* NaN sticks */
         }
     }
     return worst;
@@ -147,6 +149,7 @@ static void test_features(void **state)
         }
         std::vector<float> g = gpu_features(gf, s, 2 * n, in.data(), frames.data(), M);
         double worst_gold = 0, worst_cpu = 0, worst_cpu16 = 0;
+        int silence_exact = 1;
         size_t row = 0;
         for (int i = 0; i < n; i++) {
             int T = frames[2 * (size_t)i];
@@ -181,14 +184,28 @@ static void test_features(void **state)
                 w = check_close(what, gs16, c16.data(), T, M);
                 if (w > worst_cpu16) worst_cpu16 = w;
             }
+            /* silence: every feature the GPU's logf(log_floor), the CPU's value or one float step from it
+             * (CUDA's logf is within 1 ulp) */
             if (signals[(size_t)i] == "silence")
-                for (size_t k = 0; k < (size_t)T * M; k++)
-                    if (gf32[k] != floor_feat) fail_msg("%s/%s: silence gives %.9g, not ln(log_floor)", configs[ci], names[(size_t)i].c_str(), gf32[k]);
+                for (size_t k = 0; k < (size_t)T * M; k++) {
+                    if (gf32[k] != gf32[0] || fabsf(gf32[k] - floor_feat) > fabsf(nextafterf(floor_feat, 0.0f) - floor_feat))
+                        fail_msg("%s/%s: silence gives %.9g, CPU ln(log_floor) %.9g", configs[ci], names[(size_t)i].c_str(),
+                                 gf32[k], floor_feat);
+                    silence_exact &= gf32[k] == floor_feat;
+                }
             row += 2 * (size_t)T;
         }
         print_message("GPU frontend %s: %d cases (float and 16-bit, one batch of %d): largest error %.3f of the tolerance vs "
-                      "features.py, %.3f vs the CPU frontend (16-bit: %.3f)\n",
-                      configs[ci], n, 2 * n, worst_gold, worst_cpu, worst_cpu16);
+                      "features.py, %.3f vs the CPU frontend (16-bit: %.3f); silence %s ln(log_floor)\n",
+                      configs[ci], n, 2 * n, worst_gold, worst_cpu, worst_cpu16,
+                      silence_exact ? "exactly the CPU's" : "one float step from the CPU's");
+        /* Against the reference: the documented tolerance. Against the CPU: the same tolerance for the
+         * shipped frontend; the variants' CPU features use up to 74% of it themselves (the odd 303-point
+         * FFT), so there the bound is the sum of both errors' bounds, 2. */
+        double cpu_limit = ci == 0 ? 1.0 : 2.0;
+        if (!(worst_gold <= 1.0)) fail_msg("%s: GPU features outside the tolerance of features.py's", configs[ci]);
+        if (!(worst_cpu <= cpu_limit) || !(worst_cpu16 <= cpu_limit))
+            fail_msg("%s: GPU features differ from the CPU frontend's by more than %.0fx the tolerance", configs[ci], cpu_limit);
         /* batch invariance: each float case alone, bitwise the same rows as in the batch */
         row = 0;
         for (int i = 0; i < n; i++) {
@@ -370,14 +387,14 @@ static void test_decode(void **state)
     /* bad input, then the runner still works */
     rnnt_result r1;
     memset(&r1, 0, sizeof r1);
-    rnnt_audio_input bad = ain[4];
-    bad.pcm16 = us[4].q.data();
-    bad.samples = us[4].f.data();
+    rnnt_audio_input bad = ain[8]; /* a random signal of win + 1 samples */
+    bad.pcm16 = us[8].q.data();
+    bad.samples = us[8].f.data();
     assert_int_equal(rnnt_runner_decode_audio(gpu, 1, &bad, &r1, NULL, NULL, err, sizeof err), RNNT_ERR_INVALID);
     bad.pcm16 = NULL;
     bad.samples = NULL;
     assert_int_equal(rnnt_runner_decode_audio(gpu, 1, &bad, &r1, NULL, NULL, err, sizeof err), RNNT_ERR_INVALID);
-    std::vector<float> nanx(us[7].f);
+    std::vector<float> nanx(us[8].f);
     nanx[nanx.size() / 2] = NAN;
     rnnt_audio_input nan_in = {nanx.data(), NULL, nanx.size(), 0};
     assert_int_equal(rnnt_runner_decode_audio(gpu, 1, &nan_in, &r1, NULL, NULL, err, sizeof err), RNNT_ERR_INVALID);
