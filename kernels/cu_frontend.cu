@@ -181,6 +181,16 @@ static rnnt_status create_inner(cu_audio_fe *f, const rnnt_frontend *fe, int sta
     rnnt_frontend_get_tables(fe, &t);
     if (t.cfg->dither != 0.0)
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda frontend: dither is not supported on the GPU");
+    /* cuFFT is accurate for sizes of small prime factors; with a large one (the odd 303 = 3 x 101 of a
+     * test variant) it measured 1.9x the frontend's tolerance on the H100 (tests/gpu/results/
+     * h100-2026-11-24-gpufe): such a model keeps the CPU frontend. */
+    int rest = t.cfg->n_fft;
+    for (int p = 2; p <= 7; p++)
+        while (rest % p == 0) rest /= p;
+    if (rest != 1)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED,
+                          "cuda frontend: frontend.n_fft %d has a prime factor above 7 (cuFFT's accuracy there is outside "
+                          "the frontend's tolerance)", t.cfg->n_fft);
     f->win = t.cfg->win_length;
     f->hop = t.cfg->hop_length;
     f->nfft = t.cfg->n_fft;

@@ -9,9 +9,9 @@
  * FMAs), so the features differ from the CPU's only by the FFT's and logf's rounding.
  *
  * Buffers for PCM grow with the largest batch seen (a frontend of max_batch x max_frames would pin
- * 2x the encoder's raw feature buffer); the FFT buffers are a fixed chunk of frames. Dither is not
- * supported (create says RNNT_ERR_UNSUPPORTED; the runner then uses the CPU frontend). One thread at a
- * time per frontend. */
+ * 2x the encoder's raw feature buffer); the FFT buffers are a fixed chunk of frames. Dither and an
+ * n_fft with a prime factor above 7 are not supported (create says RNNT_ERR_UNSUPPORTED; the runner
+ * then uses the CPU frontend). One thread at a time per frontend. */
 #ifndef RNNT_CU_FRONTEND_H
 #define RNNT_CU_FRONTEND_H
 

@@ -1,8 +1,9 @@
 /* test_cuda_frontend.cu — the GPU frontend (kernels/cu_frontend.h) against its CPU twin and the golden
  * files, and rnnt_runner_decode_audio on the CUDA backend against the CPU engine:
  *   - features: every golden case of tests/data/frontend (the shipped frontend and the hamming/htk,
- *     povey 8 kHz and odd 303-point variants: silence, DC, square, clipping, noise, 0 / 1 / win-1 / win /
- *     win+1 / odd lengths) computed on the GPU as one batch, float and 16-bit PCM interleaved (so float
+ *     povey 8 kHz variants: silence, DC, square, clipping, noise, 0 / 1 / win-1 / win / win+1 / odd
+ *     lengths; the odd 303-point variant is refused, cuFFT being outside the tolerance there) computed on
+ *     the GPU as one batch, float and 16-bit PCM interleaved (so float
  *     segments land 2-byte aligned after odd-length 16-bit ones), within the documented tolerance
  *     |d| <= 2e-5 + 2e-6 exp(rmax - r) of features.py's float64 reference and of the CPU frontend's
  *     features of the same samples; silence exactly ln(log_floor); each case alone bitwise equal to
@@ -103,7 +104,17 @@ static void test_features(void **state)
         if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
         if (rnnt_frontend_create(m, &fe, err, sizeof err)) fail_msg("%s", err);
         cu_audio_fe *gf;
-        if (cu_audio_fe_create(fe, s, 0, &gf, err, sizeof err)) fail_msg("%s", err);
+        rnnt_status cst = cu_audio_fe_create(fe, s, 0, &gf, err, sizeof err);
+        if (m->fe.n_fft == 303) {
+            /* 3 x 101: cuFFT measured 1.9x the tolerance (run of 2026-11-24): refused, the CPU frontend is used */
+            assert_int_equal(cst, RNNT_ERR_UNSUPPORTED);
+            assert_non_null(strstr(err, "n_fft 303"));
+            print_message("GPU frontend %s: refused as it should be (%s)\n", configs[ci], err);
+            rnnt_frontend_free(fe);
+            rnnt_model_free(m);
+            continue;
+        }
+        if (cst) fail_msg("%s", err);
         int M = rnnt_frontend_dim(fe);
         float floor_feat = logf((float)m->fe.log_floor);
         snprintf(path, sizeof path, "%s/frontend/%s/cases.txt", tu_data_dir(), configs[ci]);
@@ -202,7 +213,7 @@ static void test_features(void **state)
         /* Against the reference: the documented tolerance. Against the CPU: the same tolerance for the
          * shipped frontend; the variants' CPU features use up to 74% of it themselves (the odd 303-point
          * FFT), so there the bound is the sum of both errors' bounds, 2. */
-        double cpu_limit = ci == 0 ? 1.0 : 2.0;
+        double cpu_limit = ci == 0 ? 1.0 : 2.0; /* measured: 0.087 / 0.048 / 0.087 */
         if (!(worst_gold <= 1.0)) fail_msg("%s: GPU features outside the tolerance of features.py's", configs[ci]);
         if (!(worst_cpu <= cpu_limit) || !(worst_cpu16 <= cpu_limit))
             fail_msg("%s: GPU features differ from the CPU frontend's by more than %.0fx the tolerance", configs[ci], cpu_limit);
