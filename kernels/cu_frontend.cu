@@ -137,7 +137,7 @@ struct cu_audio_fe {
     float *d_frames;
     float2 *d_spec;
     char *h_buf, *d_buf; /* [fe_utt table | PCM segments], pinned and device */
-    size_t cap, last_bytes;
+    size_t cap;
     cudaEvent_t ev_in, ev_up, ev_k0, ev_k1;
     int up_recorded, timed;
     std::vector<fe_utt> table;
@@ -270,7 +270,6 @@ rnnt_status cu_audio_fe_run(cu_audio_fe *f, int n, const rnnt_audio_input *in, c
         f->seg_src[0] = f->table.data();
         f->seg_bytes[0] = head;
     }
-    f->last_bytes = off;
     /* the previous batch's transfers read the pinned buffer until they are done */
     if (f->up_recorded) CU_TRY(cudaEventSynchronize(f->ev_up));
     if (off > f->cap) {
@@ -317,5 +316,3 @@ rnnt_status cu_audio_fe_last_ms(cu_audio_fe *f, float *ms, char *err, size_t err
     if (f->timed) CU_TRY(cudaEventElapsedTime(ms, f->ev_k0, f->ev_k1));
     return RNNT_OK;
 }
-
-size_t cu_audio_fe_last_bytes(const cu_audio_fe *f) { return f->last_bytes; }

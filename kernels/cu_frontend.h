@@ -33,7 +33,5 @@ rnnt_status cu_audio_fe_run(cu_audio_fe *f, int n, const rnnt_audio_input *in, c
                             char *err, size_t errlen);
 /* GPU time of the last run's kernels (after the stream has passed them), in ms. */
 rnnt_status cu_audio_fe_last_ms(cu_audio_fe *f, float *ms, char *err, size_t errlen);
-/* Host bytes sent by the last run (PCM + table), for the benchmark. */
-size_t cu_audio_fe_last_bytes(const cu_audio_fe *f);
 
 #endif
