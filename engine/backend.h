@@ -28,7 +28,25 @@ typedef struct rnnt_backend_ops {
      * On an error no stream has changed. Last member, so positional initialisers may leave it out. */
     rnnt_status (*advance)(void *state, int n, struct rnnt_stream *const *streams, rnnt_timing *timing,
                            char *err, size_t errlen);
+    /* Decode n utterances given as PCM (validated by the runner: exactly one sample pointer each, finite
+     * float samples, frames <= max_frames), the frontend computed by the backend itself. NULL, or
+     * RNNT_ERR_UNSUPPORTED before any work (a frontend the backend cannot run, e.g. dither): the runner
+     * computes features on the CPU and calls decode. *frontend_s: the frontend's own time. */
+    rnnt_status (*decode_audio)(void *state, int n, const rnnt_audio_input *in, rnnt_result *out, rnnt_timing *timing,
+                                double *frontend_s, char *err, size_t errlen);
 } rnnt_backend_ops;
+
+/* The CPU frontend's tables (frontend.c), for a backend that runs the same frontend elsewhere: the
+ * window [win_length], per mel m its nonzero bins [mel_lo[m], mel_hi[m]) with weights mel_w[mel_off[m]..]
+ * (n_weights in all), and the scalars in float as the CPU uses them. Valid while fe lives. */
+typedef struct {
+    const rnnt_frontend_cfg *cfg;
+    int n_bins, n_weights;
+    const float *window, *mel_w;
+    const int *mel_lo, *mel_hi, *mel_off;
+    float preemph, log_floor, power;
+} rnnt_frontend_tables;
+void rnnt_frontend_get_tables(const rnnt_frontend *fe, rnnt_frontend_tables *t);
 
 /* The model, backend and backend state behind a runner (runner.c), for the stream calls (stream.c). */
 void rnnt_runner_backend(const rnnt_runner *r, const struct rnnt_model **m, const rnnt_backend_ops **ops, void **state);

@@ -221,6 +221,22 @@ void rnnt_frontend_free(rnnt_frontend *fe)
 }
 
 int rnnt_frontend_dim(const rnnt_frontend *fe) { return fe->cfg.n_mels; }
+
+void rnnt_frontend_get_tables(const rnnt_frontend *fe, rnnt_frontend_tables *t)
+{
+    int nm = fe->cfg.n_mels;
+    t->cfg = &fe->cfg;
+    t->n_bins = fe->n_bins;
+    t->window = fe->window;
+    t->mel_lo = fe->mel_lo;
+    t->mel_hi = fe->mel_hi;
+    t->mel_off = fe->mel_off;
+    t->mel_w = fe->mel_w;
+    t->n_weights = nm ? fe->mel_off[nm - 1] + fe->mel_hi[nm - 1] - fe->mel_lo[nm - 1] : 0;
+    t->preemph = fe->preemph;
+    t->log_floor = fe->log_floor;
+    t->power = fe->power;
+}
 int rnnt_frontend_sample_rate(const rnnt_frontend *fe) { return fe->cfg.sample_rate; }
 int rnnt_frontend_fft_size(const rnnt_frontend *fe) { return fe->cfg.n_fft; }
 

@@ -154,6 +154,25 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
                                rnnt_timing *timing, char *err, size_t errlen);
 void rnnt_result_clear(rnnt_result *res);
 
+/* One utterance as PCM at the model's sample rate (rnnt_frontend_sample_rate), mono: exactly one of
+ * samples (float, full scale +-1, must be finite) and pcm16 (16-bit, x / 32768) when n_samples > 0. */
+typedef struct {
+    const float *samples;
+    const int16_t *pcm16;
+    size_t n_samples;
+    int finite_checked; /* nonzero: every float sample is known to be finite */
+} rnnt_audio_input;
+
+/* rnnt_runner_decode from audio: the model's frontend (below) turns each utterance into features, then
+ * the batch is decoded as rnnt_runner_decode would decode those features. The CUDA backend computes the
+ * frontend on the GPU as part of the batch's upload (PCM is sent, features never cross the bus;
+ * kernels/cu_frontend.h), within float rounding of the CPU frontend; the CPU backend (and CUDA for a
+ * frontend it cannot run, such as dither) runs rnnt_frontend on the calling thread. An utterance
+ * shorter than one window has 0 frames. frontend_s (may be NULL): the frontend's time in seconds (GPU
+ * time of its kernels on CUDA, host wall time on the CPU path). */
+rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_input *inputs, rnnt_result *results,
+                                     rnnt_timing *timing, double *frontend_s, char *err, size_t errlen);
+
 /* ---- The feature frontend: PCM at the model's sample rate -> log-mel features -------------------
  * Computes the model's `frontend` block exactly as models/train/features.py does (FORMAT.md): pre-
  * emphasis, dither (see below), framing with center false (frame i = samples [i*hop, i*hop + win)),

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "fault.h"
@@ -96,6 +97,8 @@ struct rnnt_runner {
     rnnt_runner_params p;
     const rnnt_backend_ops *ops;
     void *state;
+    rnnt_frontend *fe;   /* the CPU frontend of rnnt_runner_decode_audio, made on its first call */
+    int *audio_frames;   /* [max_batch] frames of each utterance of an audio batch */
 };
 
 #define MAX_BATCH_LIMIT 4096
@@ -196,6 +199,8 @@ void rnnt_runner_free(rnnt_runner *r)
 {
     if (!r) return;
     r->ops->destroy(r->state);
+    rnnt_frontend_free(r->fe);
+    free(r->audio_frames);
     free(r);
 }
 
@@ -220,6 +225,9 @@ void rnnt_result_clear(rnnt_result *res)
     memset(res, 0, sizeof *res);
 }
 
+static rnnt_status alloc_results(rnnt_runner *r, int n, const int *frames, rnnt_result *results, char *err, size_t errlen);
+static rnnt_status finish_results(rnnt_runner *r, int n, rnnt_status st, rnnt_result *results, char *err, size_t errlen);
+
 rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing, char *err,
                                size_t errlen)
 {
@@ -240,9 +248,23 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
             return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: non-finite feature at frame %zu, feature %zu", b,
                                 bad / m->feature_dim, bad % m->feature_dim);
     }
+    int *frames = malloc(sizeof(int) * (size_t)n);
+    if (!frames) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < n; b++) frames[b] = inputs[b].frames;
+    rnnt_status st = alloc_results(r, n, frames, results, err, errlen);
+    free(frames);
+    if (st) return st;
+    st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
+    return finish_results(r, n, st, results, err, errlen);
+}
+
+/* Sizes each result's arrays for its utterance's frames (the backends fill them). */
+static rnnt_status alloc_results(rnnt_runner *r, int n, const int *frames, rnnt_result *results, char *err, size_t errlen)
+{
+    const struct rnnt_model *m = r->m;
     for (int b = 0; b < n; b++) {
         rnnt_result_clear(&results[b]);
-        size_t cap = (size_t)rnnt_model_encoder_frames(m, inputs[b].frames) * m->max_symbols + 1;
+        size_t cap = (size_t)rnnt_model_encoder_frames(m, frames[b]) * m->max_symbols + 1;
         results[b].tokens = malloc(cap * sizeof(int));
         results[b].frames = malloc(cap * sizeof(int));
         /* Only the CPU backend reports each label's probability (the CUDA decoder keeps no logits). */
@@ -255,7 +277,13 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
                                 injected ? " (injected fault engine_nomem)" : "");
         }
     }
-    rnnt_status st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
+    return RNNT_OK;
+}
+
+/* After the backend: injected faults, text, and on any failure no result left half filled. */
+static rnnt_status finish_results(rnnt_runner *r, int n, rnnt_status st, rnnt_result *results, char *err, size_t errlen)
+{
+    const struct rnnt_model *m = r->m;
     /* Injected after the backend ran, so its state is left as a failed launch would leave it. */
     if (!st && rnnt_fault_hit("engine_error"))
         st = rnnt_set_err(err, errlen, RNNT_ERR_DEVICE, "%s backend: kernel launch failed (injected fault engine_error)",
@@ -268,4 +296,83 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
     if (st)
         for (int b = 0; b < n; b++) rnnt_result_clear(&results[b]);
     return st;
+}
+
+static double runner_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The CPU path of rnnt_runner_decode_audio: features by the CPU frontend, then the feature path. */
+static rnnt_status decode_audio_cpu(rnnt_runner *r, int n, const rnnt_audio_input *in, rnnt_result *results, rnnt_timing *timing,
+                                    double *frontend_s, char *err, size_t errlen)
+{
+    double t0 = runner_now_s();
+    int F = rnnt_frontend_dim(r->fe);
+    rnnt_input *feats = calloc((size_t)n, sizeof *feats);
+    rnnt_frontend_stream *s = NULL;
+    rnnt_status st = feats ? rnnt_frontend_stream_create(r->fe, 0, &s, err, errlen)
+                           : rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < n && !st; b++) {
+        int T = r->audio_frames[b];
+        feats[b].frames = T;
+        feats[b].finite_checked = 1; /* the frontend's output of finite samples is finite */
+        if (T == 0) continue;
+        float *x = malloc(sizeof(float) * (size_t)T * (size_t)F);
+        if (!x) {
+            st = rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the features of utterance %d", b);
+            break;
+        }
+        feats[b].features = x;
+        int made = 0;
+        rnnt_frontend_stream_reset(s);
+        st = in[b].samples ? rnnt_frontend_feed_f32(s, in[b].samples, in[b].n_samples, x, T, &made, err, errlen)
+                           : rnnt_frontend_feed_s16(s, in[b].pcm16, in[b].n_samples, x, T, &made, err, errlen);
+    }
+    rnnt_frontend_stream_free(s);
+    if (frontend_s) *frontend_s = runner_now_s() - t0;
+    if (!st) st = rnnt_runner_decode(r, n, feats, results, timing, err, errlen);
+    for (int b = 0; feats && b < n; b++) free((void *)feats[b].features);
+    free(feats);
+    return st;
+}
+
+rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_input *inputs, rnnt_result *results, rnnt_timing *timing,
+                                     double *frontend_s, char *err, size_t errlen)
+{
+    if (frontend_s) *frontend_s = 0;
+    if (n < 1 || n > r->p.max_batch)
+        return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%d utterances in one batch, the runner takes 1 to %d", n, r->p.max_batch);
+    if (!inputs || !results) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no inputs or results given");
+    if (!r->fe) {
+        rnnt_status st = rnnt_frontend_create(r->m, &r->fe, err, errlen);
+        if (st) return st;
+    }
+    if (!r->audio_frames && !(r->audio_frames = malloc(sizeof(int) * (size_t)r->p.max_batch)))
+        return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < n; b++) {
+        const rnnt_audio_input *in = &inputs[b];
+        if (in->n_samples && !in->samples == !in->pcm16)
+            return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: give exactly one of samples and pcm16", b);
+        long long T = rnnt_frontend_frames(r->fe, (long long)in->n_samples);
+        if (T > r->p.max_frames)
+            return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "utterance %d: %zu samples give %lld frames, the runner takes at most %d", b,
+                                in->n_samples, T, r->p.max_frames);
+        if (in->samples && !in->finite_checked) {
+            size_t bad = first_nonfinite(in->samples, in->n_samples);
+            if (bad < in->n_samples) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: sample %zu is not finite", b, bad);
+        }
+        r->audio_frames[b] = (int)T;
+    }
+    if (!r->ops->decode_audio) return decode_audio_cpu(r, n, inputs, results, timing, frontend_s, err, errlen);
+    rnnt_status st = alloc_results(r, n, r->audio_frames, results, err, errlen);
+    if (st) return st;
+    st = r->ops->decode_audio(r->state, n, inputs, results, timing, frontend_s, err, errlen);
+    if (st == RNNT_ERR_UNSUPPORTED) {
+        for (int b = 0; b < n; b++) rnnt_result_clear(&results[b]);
+        return decode_audio_cpu(r, n, inputs, results, timing, frontend_s, err, errlen);
+    }
+    return finish_results(r, n, st, results, err, errlen);
 }

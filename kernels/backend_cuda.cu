@@ -24,7 +24,8 @@
  *   RNNT_CUDA_STAGE_THREADS=n host threads that help stage a batch's features (cu_stage.h; default
  *                            min(3, CPUs / 4); 0 none)
  *   RNNT_CUDA_STAGE_CHUNK=b  bytes per staging chunk and transfer (default 2 MiB; helpers join from
- *                            two chunks on) */
+ *                            two chunks on)
+ *   RNNT_CUDA_FE_CHUNK=n     frames per cuFFT call of the GPU frontend (cu_frontend.h; default 8192) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include "backend.h"
 #include "cu_decoder.h"
 #include "cu_encoder.h"
+#include "cu_frontend.h"
 #include "cu_gemm.h"
 
 namespace {
@@ -61,6 +63,9 @@ struct cu_backend {
     cu_dec_mode mode;
     const float **feats;
     int *frames;
+    int stage_helpers;
+    cu_audio_fe *fe;  /* the GPU frontend, made on the first audio batch */
+    int fe_unsupported; /* the model's frontend cannot run on the GPU: the runner uses the CPU's */
 };
 
 void destroy(void *state)
@@ -71,6 +76,7 @@ void destroy(void *state)
         cudaSetDevice(b->p.device);
         cudaStreamSynchronize(b->s);
     }
+    cu_audio_fe_free(b->fe);
     cu_decoder_free(b->dec);
     cu_encoder_free(b->enc);
     if (b->have_w) cu_weights_free(&b->w);
@@ -124,6 +130,7 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     ep.fused = fu && strcmp(fu, "1") == 0;
     const char *st = getenv("RNNT_CUDA_STAGE_THREADS");
     if (st && *st) ep.stage_helpers = atoi(st) > 0 ? atoi(st) : -1;
+    b->stage_helpers = ep.stage_helpers;
     const char *sc = getenv("RNNT_CUDA_STAGE_CHUNK");
     if (sc && atol(sc) > 0) ep.stage_chunk = (size_t)atol(sc);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
@@ -169,6 +176,9 @@ rnnt_status create(const struct rnnt_model *m, const rnnt_runner_params *p, void
 
 const char *device_name(void *state) { return ((cu_backend *)state)->name; }
 
+rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *timing, double t_host, double *frontend_s,
+                          char *err, size_t errlen);
+
 rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err,
                    size_t errlen)
 {
@@ -183,6 +193,14 @@ rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, r
         b->frames[i] = in[i].frames;
     }
     RNNT_TRY(cu_encoder_stage(b->enc, n, b->feats, b->frames, err, errlen));
+    return decode_staged(b, n, out, timing, t_host, NULL, err, errlen);
+}
+
+/* The batch staged (features on their way or being computed on the stream): encoder, decoding,
+ * results. */
+rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *timing, double t_host, double *frontend_s,
+                          char *err, size_t errlen)
+{
     const cu_encoder_batch *bt = cu_encoder_get_batch(b->enc);
     CU_TRY(cudaEventRecord(b->ev[0], b->s));
     RNNT_TRY(cu_encoder_run(b->enc, err, errlen));
@@ -231,7 +249,41 @@ rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, r
         /* host wall time of this call: staging, launches, waiting, unpacking */
         timing->total_s = cu_now_s() - t_host;
     }
+    if (frontend_s) {
+        float f_ms = 0;
+        RNNT_TRY(cu_audio_fe_last_ms(b->fe, &f_ms, err, errlen));
+        *frontend_s = f_ms / 1e3;
+    }
     return RNNT_OK;
+}
+
+rnnt_status decode_audio(void *state, int n, const rnnt_audio_input *in, rnnt_result *out, rnnt_timing *timing,
+                         double *frontend_s, char *err, size_t errlen)
+{
+    cu_backend *b = (cu_backend *)state;
+    double t_host = cu_now_s();
+    if (b->fe_unsupported)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: this model's frontend does not run on the GPU");
+    CU_TRY(cudaSetDevice(b->p.device));
+    cudaGetLastError();
+    if (n < 1 || n > b->p.max_batch)
+        return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: batch of %d, runner holds %d", n, b->p.max_batch);
+    if (!b->fe) {
+        rnnt_frontend *cpu_fe;
+        RNNT_TRY(rnnt_frontend_create(b->m, &cpu_fe, err, errlen));
+        rnnt_status st = cu_audio_fe_create(cpu_fe, b->s, b->stage_helpers, &b->fe, err, errlen);
+        rnnt_frontend_free(cpu_fe);
+        if (st == RNNT_ERR_UNSUPPORTED) b->fe_unsupported = 1;
+        RNNT_TRY(st);
+    }
+    const rnnt_frontend_cfg *c = &b->m->fe;
+    for (int i = 0; i < n; i++) {
+        size_t ns = in[i].n_samples;
+        b->frames[i] = ns < (size_t)c->win_length ? 0 : (int)(1 + (ns - (size_t)c->win_length) / (size_t)c->hop_length);
+    }
+    RNNT_TRY(cu_encoder_stage(b->enc, n, NULL, b->frames, err, errlen));
+    RNNT_TRY(cu_audio_fe_run(b->fe, n, in, b->frames, cu_encoder_raw_dev(b->enc), err, errlen));
+    return decode_staged(b, n, out, timing, t_host, frontend_s, err, errlen);
 }
 
 } // namespace
@@ -239,7 +291,8 @@ rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, r
 extern "C" {
 
 extern const rnnt_backend_ops rnnt_backend_cuda;
-const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, nullptr}; /* no streams yet */
+const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, nullptr /* no streams yet */,
+                                             decode_audio};
 
 int rnnt_cuda_device_count(void)
 {

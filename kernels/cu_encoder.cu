@@ -259,8 +259,8 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     for (int i = 0; i < n; i++) {
         meta_off(e, e->h_meta)[i] = (int)used;
         meta_frames(e, e->h_meta)[i] = frames[i];
-        e->seg_src[i] = feats[i];
-        e->seg_bytes[i] = frames[i] > 0 ? (size_t)frames[i] * w->F * sizeof(float) : 0;
+        e->seg_src[i] = feats ? feats[i] : NULL;
+        e->seg_bytes[i] = feats && frames[i] > 0 ? (size_t)frames[i] * w->F * sizeof(float) : 0;
         used += (size_t)frames[i];
         int t = (frames[i] + w->k - 1) / w->k;
         for (int l = 0; l < w->n_enc; l++) {
@@ -279,8 +279,9 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     CU_TRY(cudaEventRecord(e->ev_in, e->s));
     CU_TRY(cudaStreamWaitEvent(e->cs, e->ev_in, 0));
     CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, e->meta_ints * 4, cudaMemcpyHostToDevice, e->cs));
-    rnnt_status st = cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw, e->raw,
-                                    e->cs, err, errlen);
+    rnnt_status st = feats ? cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw,
+                                            e->raw, e->cs, err, errlen)
+                           : RNNT_OK;
     CU_TRY(cudaEventRecord(e->ev_up, e->cs));
     e->up_recorded = 1;
     RNNT_TRY(st);
@@ -449,6 +450,7 @@ rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
 }
 
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->batch; }
+float *cu_encoder_raw_dev(const cu_encoder *e) { return e->raw; }
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }

@@ -45,6 +45,10 @@ void cu_encoder_free(cu_encoder *e);
  * cu_encoder_joint_proj the joint projection. */
 rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, const int *frames, char *err,
                              size_t errlen);
+/* feats == NULL above: only the batch's shape is staged; the caller writes the features itself, on the
+ * encoder's stream before cu_encoder_run, as packed rows (utterance i from row frames[0] + ... +
+ * frames[i - 1]) of F floats into this device buffer (the GPU frontend, cu_frontend.h). */
+float *cu_encoder_raw_dev(const cu_encoder *e);
 rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen);
 /* The two halves of cu_encoder_run: the stream's wait for the staged batch's transfers, and the
  * encoder over the uploaded batch (a graph replay; benchmarks time this part alone). */

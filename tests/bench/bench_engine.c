@@ -3,7 +3,7 @@
  * against the same model with its big blanks switched off.
  *
  *   bench_engine MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256]
- *                [--seconds 10] [--reps 5] [--workers 1,2] [--extras 0]
+ *                [--seconds 10] [--reps 5] [--workers 1,2] [--extras 0] [--audio 1]
  *
  * Inputs: random features whose normalised values are N(0, 1) (what the random models' output biases
  * were calibrated on), a fresh utterance per batch slot. A decode is timed from the call to
@@ -16,7 +16,14 @@
  * --extras 0 leaves out the time split and the big-blanks-off runs.
  * --workers W (W > 1): W runners on the same device, each decoding in its own thread as the daemon's
  * workers do, so one worker's host work (staging, results) overlaps another's GPU work; aggregate
- * RTFx = W * reps * batch * seconds / the wall time of all reps (after two warm-ups each). */
+ * RTFx = W * reps * batch * seconds / the wall time of all reps (after two warm-ups each).
+ * --audio 1: instead, the engine from audio against the engine from features of the same utterances:
+ * random PCM (white noise under a slowly varying envelope, plus a few tones: a full spectrum, no
+ * silence), its features by the CPU frontend; per batch one runner decodes, round-robin per rep, the
+ * features (rnnt_runner_decode), the float PCM and the 16-bit PCM (rnnt_runner_decode_audio; on CUDA
+ * the frontend runs on the GPU), median wall time of each, the frontend's own time (GPU time of its
+ * kernels) and its share of the audio call, bytes sent per batch, and how many utterances decoded
+ * from audio give the same tokens as from the CPU's features. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -170,16 +177,95 @@ static int run_workers(const rnnt_model *m, rnnt_runner_params p, int W, int B, 
     return failed;
 }
 
+/* --audio: features vs float PCM vs 16-bit PCM of the same utterances through one runner. */
+static int run_audio(const rnnt_model *m, rnnt_runner_params p, int B, int frames, int reps, float **feats, float **pcm,
+                     int16_t **pcm16, size_t ns, double seconds)
+{
+    char err[512];
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) {
+        fprintf(stderr, "runner: %s\n", err);
+        return 1;
+    }
+    rnnt_input *in = calloc((size_t)B, sizeof *in);
+    rnnt_audio_input *af = calloc((size_t)B, sizeof *af), *as = calloc((size_t)B, sizeof *as);
+    rnnt_result *ref = calloc((size_t)B, sizeof *ref), *res = calloc((size_t)B, sizeof *res);
+    double *t[3], *fe[3];
+    for (int k = 0; k < 3; k++) {
+        t[k] = calloc((size_t)reps, sizeof(double));
+        fe[k] = calloc((size_t)reps, sizeof(double));
+    }
+    for (int b = 0; b < B; b++) {
+        in[b] = (rnnt_input){feats[b], frames, 1};
+        af[b] = (rnnt_audio_input){pcm[b], NULL, ns, 1};
+        as[b] = (rnnt_audio_input){NULL, pcm16[b], ns, 0};
+    }
+    int same_f = 0, same_s = 0;
+    for (int i = 0; i < 2 + reps; i++) {
+        for (int k = 0; k < 3; k++) {
+            rnnt_timing x;
+            double fs = 0, t0 = now_s();
+            rnnt_status st = k == 0 ? rnnt_runner_decode(r, B, in, ref, &x, err, sizeof err)
+                                    : rnnt_runner_decode_audio(r, B, k == 1 ? af : as, res, &x, &fs, err, sizeof err);
+            double dt = now_s() - t0;
+            if (st) {
+                fprintf(stderr, "decode (%s): %s\n", k == 0 ? "features" : k == 1 ? "float PCM" : "16-bit PCM", err);
+                return 1;
+            }
+            if (i >= 2) {
+                t[k][i - 2] = dt;
+                fe[k][i - 2] = fs;
+            }
+            if (i == 0 && k > 0)
+                for (int b = 0; b < B; b++) {
+                    int same = res[b].n_tokens == ref[b].n_tokens &&
+                               !memcmp(res[b].tokens, ref[b].tokens, sizeof(int) * (size_t)ref[b].n_tokens);
+                    if (k == 1) same_f += same;
+                    else same_s += same;
+                }
+        }
+    }
+    double med[3], fmed[3];
+    for (int k = 0; k < 3; k++) {
+        qsort(t[k], (size_t)reps, sizeof(double), cmp_d);
+        qsort(fe[k], (size_t)reps, sizeof(double), cmp_d);
+        med[k] = t[k][reps / 2];
+        fmed[k] = fe[k][reps / 2];
+    }
+    double mb_feat = (double)B * frames * m->feature_dim * 4 / 1048576, mb_pcm = (double)B * ns * 4 / 1048576;
+    printf("| %d | %.2f | %.2f (%.3f) | %.2f (%.3f) | %.3f / %.3f | %.1f%% / %.1f%% | %.0f / %.0f / %.0f | %.1f / %.1f / %.1f | "
+           "%d/%d, %d/%d |\n",
+           B, med[0] * 1e3, med[1] * 1e3, med[1] / med[0], med[2] * 1e3, med[2] / med[0], fmed[1] * 1e3, fmed[2] * 1e3,
+           100 * fmed[1] / med[1], 100 * fmed[2] / med[2], B * seconds / med[0], B * seconds / med[1], B * seconds / med[2],
+           mb_feat, mb_pcm, mb_pcm / 2, same_f, B, same_s, B);
+    fflush(stdout);
+    for (int b = 0; b < B; b++) {
+        rnnt_result_clear(&ref[b]);
+        rnnt_result_clear(&res[b]);
+    }
+    for (int k = 0; k < 3; k++) {
+        free(t[k]);
+        free(fe[k]);
+    }
+    rnnt_runner_free(r);
+    free(in);
+    free(af);
+    free(as);
+    free(ref);
+    free(res);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256] "
-                        "[--seconds 10] [--reps 5] [--workers 1,2] [--extras 0]\n", argv[0]);
+                        "[--seconds 10] [--reps 5] [--workers 1,2] [--extras 0] [--audio 1]\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1], *batches = "1,32,256", *workers = "1";
     double seconds = 10;
-    int reps = 5, extras = 1;
+    int reps = 5, extras = 1, audio = 0;
     rnnt_runner_params p = rnnt_runner_default_params();
     p.backend = RNNT_BACKEND_CUDA;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -190,6 +276,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--workers")) workers = argv[i + 1];
         else if (!strcmp(argv[i], "--extras")) extras = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--audio")) audio = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -230,6 +317,64 @@ int main(int argc, char **argv)
            info->lstm_activation == RNNT_ACT_HARD ? "hard" : "soft", info->n_big_blanks, frames, seconds,
            p.backend == RNNT_BACKEND_CUDA ? "cuda" : "cpu", p.precision == RNNT_PRECISION_FP32 ? "fp32" : "fp16", reps);
 
+    if (audio) {
+        /* samples giving exactly `frames` frames; the features are the CPU frontend's of the same PCM */
+        rnnt_frontend *fe;
+        if (rnnt_frontend_create(m, &fe, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        size_t ns = (size_t)(frames - 1) * info->hop_length + (size_t)m->fe.win_length;
+        float **pcm = calloc((size_t)maxB, sizeof *pcm);
+        int16_t **pcm16 = calloc((size_t)maxB, sizeof *pcm16);
+        double t_fe = 0;
+        for (int b = 0; b < maxB; b++) {
+            pcm[b] = malloc(ns * sizeof(float));
+            pcm16[b] = malloc(ns * sizeof(int16_t));
+            double f1 = 100 + 3000 * urand(), f2 = 200 + 5000 * urand(), ph = 0;
+            for (size_t i = 0; i < ns; i++) {
+                double tt = (double)i / info->sample_rate, env = 0.05 + 0.2 * (1 + sin(6.283185307179586 * 3.1 * tt + b));
+                double v = env * gauss() + 0.1 * sin(ph) + 0.05 * sin(6.283185307179586 * f2 * tt);
+                ph += 6.283185307179586 * f1 * (1 + 0.2 * sin(tt)) / info->sample_rate;
+                v = v > 0.999 ? 0.999 : v < -0.999 ? -0.999 : v;
+                pcm16[b][i] = (int16_t)lrint(v * 32767);
+                pcm[b][i] = pcm16[b][i] / 32768.0f; /* the same signal in both formats */
+            }
+            float *x;
+            int got;
+            double t0 = now_s();
+            if (rnnt_frontend_compute_f32(fe, pcm[b], ns, frames, &x, &got, err, sizeof err) || got != frames) {
+                fprintf(stderr, "frontend: %s\n", err);
+                return 1;
+            }
+            t_fe += now_s() - t0;
+            memcpy(feats[b], x, sizeof(float) * (size_t)frames * m->feature_dim);
+            free(x);
+        }
+        rnnt_frontend_free(fe);
+        printf("\nEngine from audio vs from features (the same %zu-sample utterances; CPU frontend on this host: %.0fx real "
+               "time on one thread). Wall ms of the call, median; frontend ms: its own time (CUDA: GPU time of its kernels); "
+               "same tokens: audio vs the CPU frontend's features, first call.\n\n| batch | features ms | float PCM ms (x "
+               "features) | 16-bit PCM ms (x features) | frontend ms float / 16-bit | frontend share float / 16-bit | RTFx "
+               "features / float / 16-bit | MiB sent features / float / 16-bit | same tokens float, 16-bit |\n"
+               "|---|---|---|---|---|---|---|---|---|\n",
+               ns, maxB * seconds / t_fe);
+        for (int i = 0; i < nB; i++) {
+            p.max_batch = Bs[i];
+            p.max_frames = frames;
+            if (run_audio(m, p, Bs[i], frames, reps, feats, pcm, pcm16, ns, seconds)) return 1;
+        }
+        for (int b = 0; b < maxB; b++) {
+            free(pcm[b]);
+            free(pcm16[b]);
+            free(feats[b]);
+        }
+        free(pcm);
+        free(pcm16);
+        free(feats);
+        rnnt_model_free(m);
+        return 0;
+    }
     run_stats on[16], off[16], prof[16];
     printf("\n| batch | wall ms | RTFx | encoder ms (incl. upload) | joint proj ms | decode loop ms | backend host ms | runner "
            "host ms | steps/utt | labels/utt | frames skipped/utt |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
