@@ -233,8 +233,15 @@ rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, s
  * Thread safety: a stream is used by one thread at a time (feeding, advancing, reading its result
  * must not overlap: the caller serialises them); different streams are independent. Any runner of the
  * stream's model may advance it, one call after another (the CPU backend keeps the state in host
- * memory). The model must outlive its streams. Audio input will come through a frontend the stream
- * owns (with the audio frontend); features are the input today.
+ * memory). The model must outlive its streams.
+ *
+ * Audio: rnnt_stream_accept_audio_* feed samples at the model's rate through a frontend stream the
+ * stream owns, made at the first samples from the rnnt_frontend passed in (one per model, made once
+ * and shared by all streams and threads; it must outlive the stream, and every call of a stream must
+ * pass the same one). The frames are bitwise those of rnnt_frontend_compute_f32 on the whole
+ * utterance however the samples are split (hop-aligned or not), so the final result is that of
+ * decoding the whole utterance's features. A stream takes one kind of input: features after audio,
+ * or audio after features, are refused (RNNT_ERR_INVALID).
  *
  * The CPU backend advances streams; the CUDA backend answers RNNT_ERR_UNSUPPORTED for now. */
 typedef struct rnnt_stream rnnt_stream;
@@ -247,6 +254,16 @@ void rnnt_stream_free(rnnt_stream *s);
  * more than an hour of input (360,000 frames) would wait unadvanced. */
 rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
                                         int finite_checked, char *err, size_t errlen);
+/* Append n samples (float in [-1, 1], or 16-bit PCM) at rnnt_frontend_sample_rate(fe): the frames
+ * they complete join the pending input. Non-finite samples (RNNT_ERR_INVALID) or more pending input
+ * than a stream holds (RNNT_ERR_TOO_LARGE) are refused with the stream unchanged. Samples after the
+ * last whole frame at the end of input make no frame (as in training). */
+rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n, char *err,
+                                         size_t errlen);
+rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n, char *err,
+                                         size_t errlen);
+/* Input frames accepted so far (fed as features, or made from audio). */
+long long rnnt_stream_frames_in(const rnnt_stream *s);
 /* No more input: the next advance encodes the last partial groups and decodes to the end. */
 rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
 /* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and

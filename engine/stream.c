@@ -54,16 +54,17 @@ void rnnt_stream_free(rnnt_stream *s)
     free(s->dec.tokens);
     free(s->dec.frames);
     free(s->arena);
+    rnnt_frontend_stream_free(s->frontend);
     free(s);
 }
 
-/* Appends frames that were checked; the one way features enter a stream (the audio frontend will
- * come through here too). */
-static rnnt_status stream_push_features(rnnt_stream *s, const float *x, int frames, char *err, size_t errlen)
+/* Room for `frames` more input frames after n_feats; the one place the input buffer grows, so a
+ * stream's memory stays bounded by RNNT_STREAM_MAX_PENDING whichever way its input comes. */
+static rnnt_status stream_reserve_frames(rnnt_stream *s, long long frames, char *err, size_t errlen)
 {
     const size_t F = (size_t)s->m->feature_dim;
     if (frames > RNNT_STREAM_MAX_PENDING - s->n_feats)
-        return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%d input frames would wait unencoded, a stream holds at most %d",
+        return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%lld input frames would wait unencoded, a stream holds at most %d",
                             s->n_feats + frames, RNNT_STREAM_MAX_PENDING);
     if (s->n_feats + frames > s->cap_feats) {
         int cap = s->cap_feats ? s->cap_feats : 64;
@@ -73,19 +74,88 @@ static rnnt_status stream_push_features(rnnt_stream *s, const float *x, int fram
         s->feats = p;
         s->cap_feats = cap;
     }
+    return RNNT_OK;
+}
+
+/* Appends frames that were checked. */
+static rnnt_status stream_push_features(rnnt_stream *s, const float *x, int frames, char *err, size_t errlen)
+{
+    const size_t F = (size_t)s->m->feature_dim;
+    rnnt_status st = stream_reserve_frames(s, frames, err, errlen);
+    if (st != RNNT_OK) return st;
     if (frames) memcpy(s->feats + (size_t)s->n_feats * F, x, (size_t)frames * F * sizeof(float));
     s->n_feats += frames;
     s->frames_in += frames;
     return RNNT_OK;
 }
 
+/* The checks every input call makes before touching the stream. */
+static rnnt_status stream_can_take(const rnnt_stream *s, char *err, size_t errlen)
+{
+    if (!s) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no stream given");
+    if (s->finished) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "input after the end of input");
+    if (s->dec.status != RNNT_OK)
+        return rnnt_set_err(err, errlen, s->dec.status, "the stream has stopped: %s at frame %d", rnnt_status_str(s->dec.status), s->dec.t);
+    return RNNT_OK;
+}
+
+/* Audio: the stream's own frontend stream (made at the first samples, dither seed 0 as
+ * rnnt_frontend_compute_f32 uses) turns samples into frames written straight after the pending
+ * input frames. Exactly one of xf and xs is set. */
+static rnnt_status stream_accept_audio(rnnt_stream *s, const rnnt_frontend *fe, const float *xf, const int16_t *xs, size_t n, char *err,
+                                       size_t errlen)
+{
+    rnnt_status st = stream_can_take(s, err, errlen);
+    if (st != RNNT_OK) return st;
+    if (!fe) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no frontend given");
+    if (n && !xf && !xs) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no samples given for %zu samples", n);
+    if (s->input_kind == RNNT_STREAM_INPUT_FEATURES)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "audio after features: a stream takes one kind of input");
+    if (rnnt_frontend_dim(fe) != s->m->feature_dim)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "the frontend makes %d features per frame, the model expects %d", rnnt_frontend_dim(fe),
+                            s->m->feature_dim);
+    if (s->fe && s->fe != fe) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "another frontend than the stream's first audio used");
+    if (!s->frontend) {
+        st = rnnt_frontend_stream_create(fe, 0, &s->frontend, err, errlen);
+        if (st != RNNT_OK) return st;
+        s->fe = fe;
+        s->input_kind = RNNT_STREAM_INPUT_AUDIO;
+    }
+    long long frames = rnnt_frontend_stream_frames_after(s->frontend, n);
+    st = stream_reserve_frames(s, frames, err, errlen);
+    if (st != RNNT_OK) return st;
+    const size_t F = (size_t)s->m->feature_dim;
+    int made = 0;
+    float *out = s->feats ? s->feats + (size_t)s->n_feats * F : NULL;
+    st = xf ? rnnt_frontend_feed_f32(s->frontend, xf, n, out, frames, &made, err, errlen)
+            : rnnt_frontend_feed_s16(s->frontend, xs, n, out, frames, &made, err, errlen);
+    if (st != RNNT_OK) return st; /* the frontend consumed nothing */
+    s->n_feats += made;
+    s->frames_in += made;
+    s->samples_in += (long long)n;
+    return RNNT_OK;
+}
+
+rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n, char *err, size_t errlen)
+{
+    return stream_accept_audio(s, fe, samples, NULL, n, err, errlen);
+}
+
+rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n, char *err,
+                                         size_t errlen)
+{
+    return stream_accept_audio(s, fe, NULL, samples, n, err, errlen);
+}
+
+long long rnnt_stream_frames_in(const rnnt_stream *s) { return s ? s->frames_in : 0; }
+
 rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim, int finite_checked, char *err,
                                         size_t errlen)
 {
-    if (!s) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no stream given");
-    if (s->finished) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "features after the end of input");
-    if (s->dec.status != RNNT_OK)
-        return rnnt_set_err(err, errlen, s->dec.status, "the stream has stopped: %s at frame %d", rnnt_status_str(s->dec.status), s->dec.t);
+    rnnt_status st = stream_can_take(s, err, errlen);
+    if (st != RNNT_OK) return st;
+    if (s->input_kind == RNNT_STREAM_INPUT_AUDIO)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "features after audio: a stream takes one kind of input");
     if (feature_dim != s->m->feature_dim)
         return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%d features per frame, the model expects %d", feature_dim, s->m->feature_dim);
     if (frames < 0) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "negative frame count %d", frames);
@@ -95,7 +165,9 @@ rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, i
             if (!isfinite(features[i]))
                 return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "non-finite feature at frame %lld, feature %zu",
                                     s->frames_in + (long long)(i / (size_t)feature_dim), i % (size_t)feature_dim);
-    return stream_push_features(s, features, frames, err, errlen);
+    st = stream_push_features(s, features, frames, err, errlen);
+    if (st == RNNT_OK && frames) s->input_kind = RNNT_STREAM_INPUT_FEATURES;
+    return st;
 }
 
 rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen)

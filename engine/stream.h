@@ -16,6 +16,8 @@ extern "C" {
  * advancing is refused with RNNT_ERR_TOO_LARGE, so a stream's memory stays bounded. */
 #define RNNT_STREAM_MAX_PENDING 360000
 
+enum { RNNT_STREAM_INPUT_NONE = 0, RNNT_STREAM_INPUT_FEATURES, RNNT_STREAM_INPUT_AUDIO };
+
 /* Greedy multi-blank decoding of one utterance (FORMAT.md, stage 6), between joint evaluations. */
 typedef struct {
     int t;             /* encoder frame the decoder stands on; past the frames that exist after a big
@@ -58,9 +60,13 @@ struct rnnt_stream {
     int finished;        /* no more input (rnnt_stream_input_finished) */
     int flushed;         /* the encoder has taken all input, the zero-padded last groups included:
                             enc_frames is final */
-    /* Audio input (issue 13, with the audio frontend): the stream will own an rnnt_frontend here that
-     * turns samples into feature frames appended to feats through stream_push_features(). */
-    void *frontend;
+    /* Audio input: the stream owns a frontend stream (made at the first samples, from the caller's
+     * rnnt_frontend fe) that turns samples into frames appended to feats. A stream takes one kind of
+     * input: input_kind is set by the first non-empty feed. */
+    int input_kind;      /* RNNT_STREAM_INPUT_* */
+    const rnnt_frontend *fe;
+    rnnt_frontend_stream *frontend;
+    long long samples_in;
     /* Encoder: each layer's state, and each time-stacked layer's outputs that do not yet make a full
      * group of time_stack rows (at most time_stack - 1 rows, [rem_rows[l], H_l]). */
     float *enc_h[RNNT_STREAM_MAX_LAYERS], *enc_c[RNNT_STREAM_MAX_LAYERS];

@@ -7,8 +7,11 @@
  * model (hard/soft, big blanks, frame and time stacking), on freshly generated random models in
  * several variants, and on the shipped model with its sample features. While a stream runs, its
  * partial results only grow, are prefixes of the final one, and emit from encoder frames that exist
- * only. The seed is printed; set RNNT_TEST_SEED to replay one. */
+ * only. Audio: the shipped samples' WAVs fed as samples (float and 16-bit) in chunks not aligned to
+ * the hop end with the result of decoding the whole utterance's features. The seed is printed; set
+ * RNNT_TEST_SEED to replay one. */
 #include <dirent.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "audio.h"
 #include "cpu_ops.h"
 #include "model.h"
 #include "npy.h"
@@ -318,6 +322,119 @@ static void test_shipped_model(void **state)
     rnnt_model_free(m);
 }
 
+/* Audio chunk invariance: each sample WAV fed as samples in chunks of random sizes (0..2500, almost
+ * never a multiple of the 160-sample hop), of 1,003, of 161, and all at once, float and 16-bit, the
+ * four streams advanced as one batch after every round, must end with the result of decoding the
+ * whole utterance's features (rnnt_frontend_compute_f32 + rnnt_runner_decode). */
+static void test_audio_chunks(void **state)
+{
+    rnnt_model *m = load_shipped();
+    static const char *names[] = {"01-flite-kal16", "02-espeak-en-us-m3", "03-festival-kal-diphone", "04-flite-rms"};
+    char err[512];
+    rnnt_frontend *fe;
+    if (rnnt_frontend_create(m, &fe, err, sizeof err)) fail_msg("%s", err);
+    int rate = rnnt_frontend_sample_rate(fe);
+    float *x[4];
+    int16_t *xs[4];
+    size_t n[4];
+    rnnt_result want[4] = {{0}};
+    rnnt_input in[4];
+    float *feats[4];
+    int frames[4];
+    for (int i = 0; i < 4; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/../../models/en-char-small/samples/%s.wav", tu_data_dir(), names[i]);
+        if (rnnt_audio_load_file(path, rate, NULL, &x[i], &n[i], NULL, err, sizeof err)) fail_msg("%s", err);
+        xs[i] = malloc(n[i] * sizeof(int16_t));
+        assert_non_null(xs[i]);
+        for (size_t k = 0; k < n[i]; k++) {
+            float v = x[i][k] * 32768.0f;
+            assert_true(v == (float)(int16_t)v); /* 16-bit WAVs: the float samples are exactly int16 / 32768 */
+            xs[i][k] = (int16_t)v;
+        }
+        if (rnnt_frontend_compute_f32(fe, x[i], n[i], 0, &feats[i], &frames[i], err, sizeof err)) fail_msg("%s", err);
+        in[i] = (rnnt_input){feats[i], frames[i], 0};
+    }
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 4;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    if (rnnt_runner_decode(r, 4, in, want, NULL, err, sizeof err)) fail_msg("%s", err);
+    static const long chunkings_audio[] = {-1, 1003, 161, 0};
+    uint64_t rng = g_seed ^ 0xa0d10u;
+    for (int pass = 0; pass < 8; pass++) {
+        int s16 = pass & 1;
+        rnnt_stream *s[4];
+        size_t fed[4] = {0};
+        int prev[4] = {0};
+        long how[4];
+        for (int i = 0; i < 4; i++) {
+            how[i] = chunkings_audio[(i + pass / 2) % 4];
+            if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
+        }
+        for (int done = 0; done < 4;) {
+            for (int i = 0; i < 4; i++) {
+                if (rnnt_stream_is_final(s[i])) continue;
+                if (fed[i] < n[i]) {
+                    size_t c = how[i] > 0 ? (size_t)how[i] : how[i] == 0 ? (size_t)(tu_rand_next(&rng) % 2501) : n[i];
+                    if (c > n[i] - fed[i]) c = n[i] - fed[i];
+                    rnnt_status st = s16 ? rnnt_stream_accept_audio_s16(s[i], fe, xs[i] + fed[i], c, err, sizeof err)
+                                         : rnnt_stream_accept_audio_f32(s[i], fe, x[i] + fed[i], c, err, sizeof err);
+                    if (st) fail_msg("%s", err);
+                    fed[i] += c;
+                    assert_int_equal(rnnt_stream_frames_in(s[i]), rnnt_frontend_frames(fe, (long long)fed[i]));
+                }
+                if (fed[i] == n[i] && rnnt_stream_input_finished(s[i], err, sizeof err)) fail_msg("%s", err);
+            }
+            if (rnnt_runner_advance_streams(r, 4, s, NULL, err, sizeof err)) fail_msg("%s", err);
+            done = 0;
+            for (int i = 0; i < 4; i++) {
+                check_partial(m, s[i], &want[i], (int)rnnt_stream_frames_in(s[i]), &prev[i], "audio");
+                done += rnnt_stream_is_final(s[i]);
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            rnnt_result res = {0};
+            if (rnnt_stream_get_result(s[i], &res, err, sizeof err)) fail_msg("%s", err);
+            char w[300];
+            snprintf(w, sizeof w, "audio %s, %s, chunks %ld", s16 ? "s16" : "f32", names[i], how[i]);
+            expect_same(&res, &want[i], w);
+            rnnt_result_clear(&res);
+            rnnt_stream_free(s[i]);
+        }
+    }
+    /* One kind of input per stream; non-finite samples refused with the stream unchanged. */
+    rnnt_stream *a, *b;
+    if (rnnt_stream_create(m, &a, err, sizeof err) || rnnt_stream_create(m, &b, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe, x[0], 500, err, sizeof err), RNNT_OK);
+    assert_int_equal(rnnt_stream_accept_features(a, feats[0], 1, m->feature_dim, 0, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "features after audio"));
+    float bad[300];
+    memcpy(bad, x[0] + 500, sizeof bad);
+    bad[250] = NAN;
+    long long before = rnnt_stream_frames_in(a);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, fe, bad, 300, err, sizeof err), RNNT_ERR_INVALID);
+    assert_int_equal(rnnt_stream_frames_in(a), before);
+    assert_int_equal(rnnt_stream_accept_audio_f32(a, NULL, x[0], 10, err, sizeof err), RNNT_ERR_INVALID);
+    assert_int_equal(rnnt_stream_accept_features(b, feats[0], 3, m->feature_dim, 0, err, sizeof err), RNNT_OK);
+    assert_int_equal(rnnt_stream_accept_audio_s16(b, fe, xs[0], 10, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "audio after features"));
+    rnnt_stream_free(a);
+    rnnt_stream_free(b);
+    printf("en-char-small audio: 4 WAVs in unaligned sample chunks, float and 16-bit, e.g. '%s': identical to the whole utterance\n",
+           want[0].text);
+    for (int i = 0; i < 4; i++) {
+        rnnt_result_clear(&want[i]);
+        free(x[i]);
+        free(xs[i]);
+        free(feats[i]);
+    }
+    rnnt_runner_free(r);
+    rnnt_frontend_free(fe);
+    rnnt_model_free(m);
+}
+
 /* A runner whose max_frames is smaller than a stream's input takes it in several advances. */
 static void test_chunk_larger_than_runner(void **state)
 {
@@ -605,6 +722,7 @@ int main(void)
     printf("seed %llu\n", (unsigned long long)g_seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_chunks_bitwise), cmocka_unit_test(test_golden_models),      cmocka_unit_test(test_generated_models), cmocka_unit_test(test_shipped_model),
+        cmocka_unit_test(test_audio_chunks),
         cmocka_unit_test(test_chunk_larger_than_runner), cmocka_unit_test(test_empty_and_zero_chunks), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_numeric_failure),
     };
