@@ -14,6 +14,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "streams.h"
 
 #define RETRY_AFTER_S 1
 /* A request to an endpoint that takes no body is answered after its body is read and dropped (the
@@ -242,6 +243,7 @@ static int serve_get(http_req *r, const char *url)
     g.reloads_failed = atomic_load(&s->reloads_failed);
     size_t len = 0;
     char *text = metrics_render(&g, &len);
+    if (text) text = strm_metrics_append(s, text, &len);
     if (e) eng_unref(e);
     if (!text) return send_error(r, 500, "internal", 0, "out of memory rendering metrics");
     reply_opts o = {0};
@@ -567,6 +569,30 @@ static void upload_complete(http_req *r)
 
 /* ---- transport callbacks ---- */
 
+/* GET /v1/stream: the WebSocket upgrade (streams.c), or the reason it is refused. On success the
+ * request ends inside strm_upgrade (on_done frees r). */
+static void serve_stream_upgrade(http_req *r, tp_conn *c, const hp_request *req)
+{
+    const char *code = NULL, *msg = NULL, *hdrs = NULL;
+    r->status = 101;
+    unsigned st = strm_upgrade(r->s, c, req, &code, &msg, &hdrs);
+    if (!st) return;
+    srv_err e;
+    srv_err_set(&e, st, code, "%s", msg);
+    if (!hdrs) {
+        send_err(r, &e, st == 503 ? RETRY_AFTER_S : 0, NULL, 0);
+        return;
+    }
+    char *body = reply_error_body(&e);
+    char h[160];
+    snprintf(h, sizeof h, "Content-Type: application/json\r\nX-Request-Id: %s\r\n%s", r->id, hdrs);
+    r->status = st;
+    r->code = code;
+    r->phase = PH_REPLIED;
+    tp_respond(c, st, h, body ? body : "", body ? strlen(body) : 0, 1);
+    free(body);
+}
+
 static void on_head(void *ctx, tp_conn *c, const hp_request *req)
 {
     srv *s = ctx;
@@ -591,6 +617,10 @@ static void on_head(void *ctx, tp_conn *c, const hp_request *req)
             begin_transcribe(r, req);
             return;
         }
+    } else if (!strcmp(url, "/v1/stream")) {
+        if (check_auth(r, req)) return;
+        serve_stream_upgrade(r, c, req);
+        return;
     } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready")) {
         r->ep = EP_HEALTH;
     } else if (!strcmp(url, "/metrics")) {

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "scheduler.h"
+#include "streams.h"
 #include "srv.h"
 
 #define MAX_OVERRIDES 8
@@ -222,6 +223,8 @@ static void drain(srv *s)
     http_quiesce(s);
     sched_flush(s->sched);
     double deadline = sched_now() + (double)s->c.drain_timeout_s;
+    long long streams_left = strm_drain(s, (double)s->c.drain_timeout_s);
+    if (streams_left > 0) log_msg(LOG_WARN, "msg=\"drain timeout with streams open\" streams=%lld", streams_left);
     wait_until(&s->in_flight, deadline);
     long long left = atomic_load(&s->in_flight);
     /* From here no job is accepted (late ones get 503), so nothing new gets suspended. */
@@ -341,6 +344,11 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "msg=\"cannot start the scheduler\"");
         return 1;
     }
+    if (strm_start(s, err, sizeof err)) {
+        log_msg(LOG_ERROR, "msg=\"cannot start the stream workers\" err=\"%s\"", err);
+        sched_free(s->sched);
+        return 1;
+    }
     /* Listen first: /health/live answers and /health/ready says 503 while the model loads. */
     if (http_start(s, err, sizeof err)) {
         log_msg(LOG_ERROR, "msg=\"cannot start the HTTP server\" err=\"%s\"", err);
@@ -362,6 +370,7 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "msg=\"cannot load the model\" err=%s", q);
         notify_send("STATUS=failed: %.200s", err);
         http_stop(s);
+        strm_stop(s);
         sched_free(s->sched);
         auth_free(s->auth);
         return 1;
@@ -389,6 +398,7 @@ int main(int argc, char **argv)
 
     drain(s);
     http_stop(s);
+    strm_stop(s);
     sched_free(s->sched);
     s->sched = NULL;
     pthread_mutex_lock(&s->mu);
