@@ -6,7 +6,8 @@
 #                                    FFTW3, libsndfile, libsoxr, cmocka)
 #   deploy/install-deps.sh --test    everything the whole test suite needs besides (tests/run-all.sh): PyTorch,
 #                                    torchaudio, NumPy, PyYAML (Debian's python3-* packages, no PyPI), KissFFT
-#                                    for the frontend benchmark, systemd, git, xz
+#                                    for the frontend benchmark, systemd, git, xz, python3-websockets and
+#                                    chromium (the WebSocket stream tests and the live-captions browser test)
 #   deploy/install-deps.sh --print   print the apt-get command for the missing packages and exit
 #
 # Needs root for apt-get: run as root, or as a user with sudo. Without either, it prints the exact command
@@ -21,6 +22,7 @@ runtime=(
 )
 testing=(
   git xz-utils systemd python3-numpy python3-yaml python3-torch python3-torchaudio libkissfft-dev
+  python3-websockets chromium
 )
 mode=runtime
 case "${1:-}" in

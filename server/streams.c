@@ -640,9 +640,9 @@ static void post_final(sess *q, char *text)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* A final for tokens [seg_token, res->n_tokens): text and words with times; no confidence (the
- * greedy decoder keeps no scores): null. */
-static char *final_json(sess *q, const rnnt_result *res, int end_token, int last)
+/* A final for tokens [seg_token, end_token), ending at encoder frame end_frame: text and words with
+ * times; no confidence (the greedy decoder keeps no scores): null. */
+static char *final_json(sess *q, const rnnt_result *res, int end_token, int end_frame, int last)
 {
     const rnnt_model *m = eng_model(q->e);
     const rnnt_model_info *info = eng_info(q->e);
@@ -664,7 +664,7 @@ static char *final_json(sess *q, const rnnt_result *res, int end_token, int last
         json_array_append_new(ja, json_pack("{s:s, s:f, s:f, s:n}", "word", words[i].text, "start", words[i].start_s, "end",
                                             words[i].end_s, "confidence"));
     }
-    double start = q->seg_frame * info->frame_shift_s, end = res->encoder_frames * info->frame_shift_s;
+    double start = q->seg_frame * info->frame_shift_s, end = end_frame * info->frame_shift_s;
     json_t *doc = json_pack("{s:s, s:i, s:s, s:f, s:f, s:o, s:n, s:b}", "type", "final", "segment", q->seg, "text", text ? text : "",
                             "start", start, "end", end, "words", ja ? ja : json_array(), "confidence", "last", last);
     free(text);
@@ -672,6 +672,40 @@ static char *final_json(sess *q, const rnnt_result *res, int end_token, int last
     char *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     return out;
+}
+
+/* Ends the current segment after token end_token - 1 (a final), the next starting at end_frame. */
+static void end_segment(sess *q, const rnnt_result *res, int end_token, int end_frame)
+{
+    post_final(q, final_json(q, res, end_token, end_frame, 0));
+    atomic_fetch_add(&q->s->streams->finals, 1);
+    q->seg++;
+    q->seg_token = end_token;
+    q->seg_frame = end_frame;
+}
+
+/* Endpointing rules (README "Streaming"), on the token frames, so that where a segment ends does
+ * not depend on how the input was chunked (except rule 3, checked after each advance):
+ *   rule 1: a segment without tokens starts again once it is endpoint_no_speech_ms long (no final);
+ *   rule 2: a segment with tokens ends after endpoint_silence_ms without a token (a gap between two
+ *           tokens, or after the last one);
+ *   rule 3: a segment with tokens ends once it is endpoint_max_segment_ms long. */
+static void endpoint(sess *q, const rnnt_result *res, int is_final)
+{
+    strm_service *svc = q->s->streams;
+    double shift = eng_info(q->e)->frame_shift_s;
+    for (int i = q->seg_token + 1; i < res->n_tokens; i++)
+        if ((res->frames[i] - res->frames[i - 1] - 1) * shift >= svc->ep_silence_s)
+            end_segment(q, res, i, res->frames[i - 1] + 1);
+    if (is_final) return;
+    int has_text = res->n_tokens > q->seg_token;
+    int last_frame = has_text ? res->frames[res->n_tokens - 1] + 1 : q->seg_frame;
+    double trailing = (res->encoder_frames - last_frame) * shift;
+    double seg_len = (res->encoder_frames - q->seg_frame) * shift;
+    if (has_text && (trailing >= svc->ep_silence_s || seg_len >= svc->ep_max_segment_s))
+        end_segment(q, res, res->n_tokens, last_frame);
+    else if (!has_text && trailing >= svc->ep_no_speech_s)
+        q->seg_frame = res->encoder_frames;
 }
 
 static char *partial_json(sess *q, const rnnt_result *res)
@@ -712,25 +746,9 @@ static int emit_results(sess *q, double t_in)
         return 1;
     }
     int is_final = rnnt_stream_is_final(q->st);
-    /* Endpointing: rules on the trailing time without tokens in the current segment. */
-    if (q->endpointing && !is_final) {
-        int last_frame = res.n_tokens > q->seg_token ? res.frames[res.n_tokens - 1] + 1 : q->seg_frame;
-        double trailing = (res.encoder_frames - last_frame) * info->frame_shift_s;
-        double seg_len = (res.encoder_frames - q->seg_frame) * info->frame_shift_s;
-        int has_text = res.n_tokens > q->seg_token;
-        if ((has_text && trailing >= svc->ep_silence_s) || (has_text && seg_len >= svc->ep_max_segment_s)) {
-            post_final(q, final_json(q, &res, res.n_tokens, 0));
-            atomic_fetch_add(&svc->finals, 1);
-            q->seg++;
-            q->seg_token = res.n_tokens;
-            q->seg_frame = res.encoder_frames;
-            q->last_tokens = res.n_tokens;
-        } else if (!has_text && trailing >= svc->ep_no_speech_s) {
-            q->seg_frame = res.encoder_frames; /* nothing said: the segment starts again, no final */
-        }
-    }
+    if (q->endpointing) endpoint(q, &res, is_final);
     if (is_final) {
-        post_final(q, final_json(q, &res, res.n_tokens, 1));
+        post_final(q, final_json(q, &res, res.n_tokens, res.encoder_frames, 1));
         atomic_fetch_add(&svc->finals, 1);
         double audio = (double)rnnt_stream_frames_in(q->st) * info->frame_shift_s / info->subsampling;
         if (audio > 0) hist_add(&svc->rtf_hist, rtf_bounds, 10, q->compute_s / audio);

@@ -667,15 +667,20 @@ static void run_resumed(tp_loop *L)
     pthread_mutex_lock(&L->mu);
     tp_conn *list = L->resumed;
     L->resumed = NULL;
-    tp_conn *kicks = L->kicked;
-    L->kicked = NULL;
-    for (tp_conn *k = kicks; k; k = k->knext) k->kicked = 0;
     pthread_mutex_unlock(&L->mu);
     tp_server *s = L->s;
-    while (kicks) {
-        tp_conn *c = kicks;
-        kicks = c->knext;
-        c->knext = NULL;
+    /* Kicks, one at a time off the list under the lock: a connection may be kicked again (and
+     * relinked) while an earlier kick of it is handled. */
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        tp_conn *c = L->kicked;
+        if (c) {
+            L->kicked = c->knext;
+            c->knext = NULL;
+            c->kicked = 0;
+        }
+        pthread_mutex_unlock(&L->mu);
+        if (!c) break;
         if (c->st != C_RAW || !c->raw) continue;
         c->raw->on_kick(c->raw_user, c);
         if (c->st == C_RAW) raw_process(c);
