@@ -14,6 +14,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "captions.h"
 #include "streams.h"
 
 #define RETRY_AFTER_S 1
@@ -222,6 +223,19 @@ static int serve_get(http_req *r, const char *url)
         return send_json(r, 200, json_pack("{s:s}", "status", "ready"));
     }
     if (strcmp(url, "/health") == 0) return send_json(r, 200, health_json(s));
+    if (strcmp(url, "/captions") == 0) {
+        size_t n;
+        const char *page = captions_page(&n);
+        char *copy = malloc(n);
+        if (!copy) return send_error(r, 500, "internal", 0, "out of memory");
+        memcpy(copy, page, n);
+        reply_opts o = {0};
+        o.request_id = r->id;
+        o.close = atomic_load(&s->draining);
+        r->status = 200;
+        r->phase = PH_REPLIED;
+        return reply_text(r->conn, 200, "text/html; charset=utf-8", copy, n, &o);
+    }
     /* /metrics */
     metrics_gauges g = {0};
     eng *e = srv_engine(s);
@@ -625,6 +639,8 @@ static void on_head(void *ctx, tp_conn *c, const hp_request *req)
         r->ep = EP_HEALTH;
     } else if (!strcmp(url, "/metrics")) {
         r->ep = EP_METRICS;
+    } else if (!strcmp(url, "/captions")) {
+        r->ep = EP_OTHER;
     } else {
         srv_err_set(&r->early, 404, "not_found", "no such endpoint (see /health, /metrics, POST /v1/transcribe)");
     }
