@@ -7,11 +7,12 @@
  * outbox. The outbox holds at most one partial (a newer one replaces it: a slow reader loses
  * partials, never finals) and the finals in order; more than STRM_MAX_FINALS unsent finals, or
  * output unread for server.connection_timeout_s, closes the connection (1008 / TCP close).
- * A sess is freed when both sides have let go (refs). */
+ * A sess is freed when both sides have let go (refs). This file holds the WebSocket side and the
+ * service's life and metrics; stream_batch.c the workers (shared types: streams_int.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "streams.h"
+#include "streams_int.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -27,107 +28,7 @@
 #include "words.h"
 #include "ws.h"
 
-#define STRM_MAX_FINALS 64
-#define STRM_OUT_HIGH (256 * 1024) /* unsent bytes above which partials wait in the outbox */
-#define STRM_RUNNER_FRAMES 512     /* input frames of one stream per advance */
-
-typedef enum { ENC_S16 = 0, ENC_F32, ENC_FEATURES } strm_encoding;
-
-typedef struct out_msg {
-    struct out_msg *next;
-    char *text;
-    size_t len;
-} out_msg;
-
-typedef struct sess sess;
-typedef struct strm_worker strm_worker;
-
-struct sess {
-    srv *s;
-    strm_worker *w;
-    pthread_mutex_t mu;
-    int refs;                 /* loop side + worker side; under mu */
-    /* loop side */
-    tp_conn *conn;            /* NULL once closed; read by the worker under mu to kick */
-    ws_parser parser;
-    int configured, closing;
-    double t_last_in;
-    char id[40];
-    /* configuration (set by the loop side before the worker sees the stream) */
-    strm_encoding enc;
-    int partials, endpointing;
-    eng *e;
-    /* shared, under mu */
-    unsigned char *in;
-    size_t in_len, in_cap;
-    double t_in;              /* arrival of the oldest byte in `in` */
-    int eof, gone, drain;
-    char *partial;            /* the latest partial not yet written */
-    size_t partial_len;
-    double partial_t_in;
-    out_msg *finals, **finals_tail;
-    int n_finals;
-    unsigned close_code;      /* worker asks the loop side to close after the finals; 0: no */
-    char close_reason[100];
-    /* worker side */
-    sess *wnext;
-    rnnt_stream *st;
-    int finished_sent;        /* rnnt_stream_input_finished called */
-    int seg;                  /* segment number */
-    int seg_token;            /* first token of the current segment */
-    int seg_frame;            /* first encoder frame of the current segment */
-    int last_tokens;          /* tokens at the last partial */
-    long long frames_last;    /* input frames at the last partial */
-    double compute_s;
-    int done;                 /* final sent, close asked */
-};
-
-typedef struct wmodel {
-    struct wmodel *next;
-    eng *e;
-    rnnt_runner *r;
-    rnnt_frontend *fe;
-} wmodel;
-
-struct strm_worker {
-    srv *s;
-    int idx;
-    pthread_t th;
-    pthread_mutex_t mu;       /* guards incoming */
-    sess *incoming;           /* configured streams not yet taken into `list` */
-    sess *list;               /* worker-owned */
-    int n;                    /* streams in list + incoming (for placement); atomic enough under mu */
-    wmodel *models;
-};
-
-typedef struct {
-    _Atomic long long count[16], n, sum_us;
-} hist;
-
-typedef struct strm_service {
-    srv *s;
-    int n_workers;
-    strm_worker *workers;
-    _Atomic int stop;
-    _Atomic long long open;   /* upgraded and not yet closed */
-    _Atomic int draining, drain_all;
-    long long max_streams;
-    double tick_s;
-    int max_batch;
-    double idle_s;
-    size_t max_message;
-    double max_pending_s;
-    double ep_silence_s, ep_no_speech_s, ep_max_segment_s;
-    /* metrics */
-    _Atomic long long started, finished, errors, chunks, batches, partials, partials_dropped, finals;
-    hist batch_hist, lat_hist, rtf_hist;
-} strm_service;
-
-static const double batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-static const double lat_bounds[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2};
-static const double rtf_bounds[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1};
-
-static void hist_add(hist *h, const double *b, int nb, double v)
+void strm_hist_add(hist *h, const double *b, int nb, double v)
 {
     int i = 0;
     while (i < nb && v > b[i]) i++;
@@ -136,11 +37,11 @@ static void hist_add(hist *h, const double *b, int nb, double v)
     atomic_fetch_add(&h->sum_us, (long long)(v * 1e6));
 }
 
-static double now_mono(void) { return sched_now(); }
+double strm_now(void) { return sched_now(); }
 
 /* ---- sessions ---- */
 
-static void sess_unref(sess *q)
+void strm_sess_unref(sess *q)
 {
     pthread_mutex_lock(&q->mu);
     int left = --q->refs;
@@ -233,7 +134,7 @@ static void flush_outbox(sess *q)
     if (partial) {
         /* A partial made before a final in the same batch belongs before it. */
         send_frame(q->conn, WS_OP_TEXT, partial, plen);
-        hist_add(&svc->lat_hist, lat_bounds, 11, now_mono() - pt);
+        strm_hist_add(&svc->lat_hist, lat_bounds, 11, strm_now() - pt);
         atomic_fetch_add(&svc->partials, 1);
         free(partial);
     }
@@ -397,7 +298,7 @@ static int on_message(void *user, int opcode, const unsigned char *data, size_t 
         q->in_cap = cap;
     }
     if (!eof) {
-        if (q->in_len == 0) q->t_in = now_mono();
+        if (q->in_len == 0) q->t_in = strm_now();
         memcpy(q->in + q->in_len, data, len);
         q->in_len += len;
     }
@@ -436,7 +337,7 @@ static size_t raw_data(void *user, tp_conn *c, const char *data, size_t len)
     (void)c;
     static const ws_callbacks cb = {on_message, on_control};
     if (q->closing) return len;
-    q->t_last_in = now_mono();
+    q->t_last_in = strm_now();
     size_t used = ws_parse(&q->parser, (const unsigned char *)data, len, &cb, q);
     if (q->parser.failed && !q->closing) {
         strm_service *svc = q->s->streams;
@@ -483,7 +384,7 @@ static void raw_sweep(void *user, tp_conn *c, double now)
     int eof = q->eof, waiting = q->in_len > 0;
     pthread_mutex_unlock(&q->mu);
     /* The idle deadline counts only while the server waits for the client. */
-    if (!eof && !waiting && now_mono() - q->t_last_in > svc->idle_s)
+    if (!eof && !waiting && strm_now() - q->t_last_in > svc->idle_s)
         fail_stream(q, WS_CLOSE_POLICY, "idle_timeout", "nothing received for streaming.idle_timeout_s");
 }
 
@@ -498,7 +399,7 @@ static void raw_close(void *user, tp_conn *c, tp_outcome outcome)
     q->gone = 1;
     pthread_mutex_unlock(&q->mu);
     atomic_fetch_sub(&svc->open, 1);
-    sess_unref(q);
+    strm_sess_unref(q);
 }
 
 static const tp_raw_handlers raw_handlers = {raw_data, raw_kick, raw_sweep, raw_close};
@@ -540,7 +441,7 @@ unsigned strm_upgrade(srv *s, tp_conn *c, const hp_request *req, const char **co
     pthread_mutex_init(&q->mu, NULL);
     ws_parser_init(&q->parser, svc->max_message);
     q->finals_tail = &q->finals;
-    q->t_last_in = now_mono();
+    q->t_last_in = strm_now();
     snprintf(q->id, sizeof q->id, "%s-s%llu", s->id_prefix, (unsigned long long)atomic_fetch_add(&s->next_id, 1) + 1);
     /* The least loaded worker. */
     strm_worker *best = &svc->workers[0];
@@ -559,413 +460,11 @@ unsigned strm_upgrade(srv *s, tp_conn *c, const hp_request *req, const char **co
         best->n--;
         pthread_mutex_unlock(&best->mu);
         atomic_fetch_sub(&svc->open, 1);
-        sess_unref(q);
+        strm_sess_unref(q);
         *code = "out_of_memory", *msg = "could not switch protocols";
         return 503;
     }
     return 0;
-}
-
-/* ---- the worker side ---- */
-
-static wmodel *worker_model(strm_worker *w, eng *e, char *err, size_t errlen)
-{
-    for (wmodel *m = w->models; m; m = m->next)
-        if (m->e == e) return m;
-    wmodel *m = calloc(1, sizeof *m);
-    if (!m) return snprintf(err, errlen, "out of memory"), NULL;
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU; /* streams run on the CPU backend (CUDA: RNNT_ERR_UNSUPPORTED so far) */
-    p.max_batch = w->s->streams->max_batch;
-    p.max_frames = STRM_RUNNER_FRAMES;
-    p.cpu_threads = 1;
-    if (rnnt_runner_create(eng_model(e), &p, &m->r, err, errlen) || rnnt_frontend_create(eng_model(e), &m->fe, err, errlen)) {
-        rnnt_runner_free(m->r);
-        free(m);
-        return NULL;
-    }
-    m->e = eng_ref(e);
-    m->next = w->models;
-    w->models = m;
-    return m;
-}
-
-/* Models no stream of this worker uses any more are let go (an old generation after a reload). */
-static void worker_prune_models(strm_worker *w)
-{
-    pthread_mutex_lock(&w->s->mu);
-    eng *current = w->s->engine;
-    pthread_mutex_unlock(&w->s->mu);
-    for (wmodel **pp = &w->models; *pp;) {
-        wmodel *m = *pp;
-        int used = 0;
-        for (sess *q = w->list; q && !used; q = q->wnext) used = q->e == m->e;
-        if (used || m->e == current) {
-            pp = &m->next;
-            continue;
-        }
-        *pp = m->next;
-        rnnt_runner_free(m->r);
-        rnnt_frontend_free(m->fe);
-        eng_unref(m->e);
-        free(m);
-    }
-}
-
-static void post_final(sess *q, char *text)
-{
-    out_msg *m = calloc(1, sizeof *m);
-    if (!m || !text) {
-        free(m);
-        free(text);
-        return;
-    }
-    m->text = text;
-    m->len = strlen(text);
-    pthread_mutex_lock(&q->mu);
-    if (q->n_finals >= STRM_MAX_FINALS) {
-        q->close_code = WS_CLOSE_POLICY;
-        snprintf(q->close_reason, sizeof q->close_reason, "slow_reader");
-        pthread_mutex_unlock(&q->mu);
-        free(m->text);
-        free(m);
-        return;
-    }
-    *q->finals_tail = m;
-    q->finals_tail = &m->next;
-    q->n_finals++;
-    /* A final supersedes the partial of its segment. */
-    free(q->partial);
-    q->partial = NULL;
-    pthread_mutex_unlock(&q->mu);
-}
-
-/* A final for tokens [seg_token, end_token), ending at encoder frame end_frame: text and words with
- * times; no confidence (the greedy decoder keeps no scores): null. */
-static char *final_json(sess *q, const rnnt_result *res, int end_token, int end_frame, int last)
-{
-    const rnnt_model *m = eng_model(q->e);
-    const rnnt_model_info *info = eng_info(q->e);
-    rnnt_word *words = NULL;
-    int nw = 0;
-    char err[200];
-    rnnt_result seg = *res;
-    seg.n_tokens = end_token;
-    rnnt_result_words(m, &seg, &words, &nw, err, sizeof err);
-    json_t *ja = json_array();
-    size_t tl = 0;
-    for (int i = 0; i < nw; i++)
-        if (words[i].first_token >= q->seg_token) tl += strlen(words[i].text) + 1;
-    char *text = calloc(1, tl + 1);
-    for (int i = 0; i < nw && ja && text; i++) {
-        if (words[i].first_token < q->seg_token) continue;
-        if (*text) strcat(text, " ");
-        strcat(text, words[i].text);
-        json_array_append_new(ja, json_pack("{s:s, s:f, s:f, s:n}", "word", words[i].text, "start", words[i].start_s, "end",
-                                            words[i].end_s, "confidence"));
-    }
-    double start = q->seg_frame * info->frame_shift_s, end = end_frame * info->frame_shift_s;
-    json_t *doc = json_pack("{s:s, s:i, s:s, s:f, s:f, s:o, s:n, s:b}", "type", "final", "segment", q->seg, "text", text ? text : "",
-                            "start", start, "end", end, "words", ja ? ja : json_array(), "confidence", "last", last);
-    free(text);
-    rnnt_words_free(words, nw);
-    char *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    return out;
-}
-
-/* Ends the current segment after token end_token - 1 (a final), the next starting at end_frame. */
-static void end_segment(sess *q, const rnnt_result *res, int end_token, int end_frame)
-{
-    post_final(q, final_json(q, res, end_token, end_frame, 0));
-    atomic_fetch_add(&q->s->streams->finals, 1);
-    q->seg++;
-    q->seg_token = end_token;
-    q->seg_frame = end_frame;
-}
-
-/* Endpointing rules (README "Streaming"), on the token frames, so that where a segment ends does
- * not depend on how the input was chunked (except rule 3, checked after each advance):
- *   rule 1: a segment without tokens starts again once it is endpoint_no_speech_ms long (no final);
- *   rule 2: a segment with tokens ends after endpoint_silence_ms without a token (a gap between two
- *           tokens, or after the last one);
- *   rule 3: a segment with tokens ends once it is endpoint_max_segment_ms long. */
-static void endpoint(sess *q, const rnnt_result *res, int is_final)
-{
-    strm_service *svc = q->s->streams;
-    double shift = eng_info(q->e)->frame_shift_s;
-    for (int i = q->seg_token + 1; i < res->n_tokens; i++)
-        if ((res->frames[i] - res->frames[i - 1] - 1) * shift >= svc->ep_silence_s)
-            end_segment(q, res, i, res->frames[i - 1] + 1);
-    if (is_final) return;
-    int has_text = res->n_tokens > q->seg_token;
-    int last_frame = has_text ? res->frames[res->n_tokens - 1] + 1 : q->seg_frame;
-    double trailing = (res->encoder_frames - last_frame) * shift;
-    double seg_len = (res->encoder_frames - q->seg_frame) * shift;
-    if (has_text && (trailing >= svc->ep_silence_s || seg_len >= svc->ep_max_segment_s))
-        end_segment(q, res, res->n_tokens, last_frame);
-    else if (!has_text && trailing >= svc->ep_no_speech_s)
-        q->seg_frame = res->encoder_frames;
-}
-
-static char *partial_json(sess *q, const rnnt_result *res)
-{
-    const rnnt_model *m = eng_model(q->e);
-    const rnnt_model_info *info = eng_info(q->e);
-    char *text = rnnt_model_detokenize(m, res->tokens + q->seg_token, res->n_tokens - q->seg_token);
-    json_t *doc = json_pack("{s:s, s:i, s:s, s:f}", "type", "partial", "segment", q->seg, "text", text ? text : "", "audio_s",
-                            (double)rnnt_stream_frames_in(q->st) * info->frame_shift_s / info->subsampling);
-    free(text);
-    char *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    return out;
-}
-
-/* Results after an advance: partial, endpoint finals, the last final. Returns 1 when the stream is
- * done (final sent, close asked). */
-static int emit_results(sess *q, double t_in)
-{
-    strm_service *svc = q->s->streams;
-    const rnnt_model_info *info = eng_info(q->e);
-    rnnt_result res = {0};
-    char err[200];
-    if (rnnt_stream_get_result(q->st, &res, err, sizeof err)) return 0;
-    if (res.status != RNNT_OK) {
-        char *t = NULL;
-        json_t *doc = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", "numeric_error", "message",
-                                "decoding produced non-finite values; the stream stops");
-        if (doc) t = json_dumps(doc, JSON_COMPACT);
-        json_decref(doc);
-        post_final(q, t);
-        pthread_mutex_lock(&q->mu);
-        q->close_code = WS_CLOSE_INTERNAL;
-        snprintf(q->close_reason, sizeof q->close_reason, "numeric_error");
-        pthread_mutex_unlock(&q->mu);
-        rnnt_result_clear(&res);
-        atomic_fetch_add(&svc->errors, 1);
-        return 1;
-    }
-    int is_final = rnnt_stream_is_final(q->st);
-    if (q->endpointing) endpoint(q, &res, is_final);
-    if (is_final) {
-        post_final(q, final_json(q, &res, res.n_tokens, res.encoder_frames, 1));
-        atomic_fetch_add(&svc->finals, 1);
-        double audio = (double)rnnt_stream_frames_in(q->st) * info->frame_shift_s / info->subsampling;
-        if (audio > 0) hist_add(&svc->rtf_hist, rtf_bounds, 10, q->compute_s / audio);
-        pthread_mutex_lock(&q->mu);
-        int drain = q->drain;
-        q->close_code = drain ? WS_CLOSE_GOING_AWAY : WS_CLOSE_NORMAL;
-        snprintf(q->close_reason, sizeof q->close_reason, drain ? "server shutting down" : "end of stream");
-        pthread_mutex_unlock(&q->mu);
-        rnnt_result_clear(&res);
-        atomic_fetch_add(&svc->finished, 1);
-        return 1;
-    }
-    if (q->partials && rnnt_stream_frames_in(q->st) > q->frames_last) {
-        char *p = partial_json(q, &res);
-        if (p) {
-            pthread_mutex_lock(&q->mu);
-            if (q->partial) atomic_fetch_add(&svc->partials_dropped, 1);
-            free(q->partial);
-            q->partial = p;
-            q->partial_len = strlen(p);
-            q->partial_t_in = t_in;
-            pthread_mutex_unlock(&q->mu);
-        }
-    }
-    q->frames_last = rnnt_stream_frames_in(q->st);
-    rnnt_result_clear(&res);
-    return 0;
-}
-
-static void worker_post_error(sess *q, unsigned close_code, const char *code, const char *message)
-{
-    json_t *doc = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", code, "message", message);
-    char *t = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    post_final(q, t);
-    pthread_mutex_lock(&q->mu);
-    q->close_code = close_code;
-    snprintf(q->close_reason, sizeof q->close_reason, "%s", code);
-    pthread_mutex_unlock(&q->mu);
-    atomic_fetch_add(&q->s->streams->errors, 1);
-}
-
-static void kick(sess *q)
-{
-    pthread_mutex_lock(&q->mu);
-    if (q->conn) tp_kick(q->conn);
-    pthread_mutex_unlock(&q->mu);
-}
-
-/* One tick of one worker. */
-static void worker_tick(strm_worker *w)
-{
-    strm_service *svc = w->s->streams;
-    pthread_mutex_lock(&w->mu);
-    while (w->incoming) {
-        sess *q = w->incoming;
-        w->incoming = q->wnext;
-        q->wnext = w->list;
-        w->list = q;
-    }
-    pthread_mutex_unlock(&w->mu);
-    int n_list = 0, drain_all = atomic_load(&svc->drain_all);
-    for (sess *q = w->list; q; q = q->wnext) {
-        n_list++;
-        if (drain_all) {
-            pthread_mutex_lock(&q->mu);
-            q->drain = 1;
-            pthread_mutex_unlock(&q->mu);
-        }
-    }
-    if (!n_list) {
-        worker_prune_models(w);
-        return;
-    }
-    sess **ready = malloc(sizeof(sess *) * (size_t)n_list);
-    double *t_in = malloc(sizeof(double) * (size_t)n_list);
-    rnnt_stream **batch = malloc(sizeof(rnnt_stream *) * (size_t)n_list);
-    sess **bsess = malloc(sizeof(sess *) * (size_t)n_list);
-    if (!ready || !t_in || !batch || !bsess) goto out;
-    int n_ready = 0;
-    char err[256];
-    /* Take input; drop streams that are gone. */
-    for (sess **pp = &w->list; *pp;) {
-        sess *q = *pp;
-        pthread_mutex_lock(&q->mu);
-        int gone = q->gone;
-        pthread_mutex_unlock(&q->mu);
-        if (gone || q->done) {
-            if (gone) {
-                *pp = q->wnext;
-                pthread_mutex_lock(&w->mu);
-                w->n--;
-                pthread_mutex_unlock(&w->mu);
-                sess_unref(q);
-                continue;
-            }
-            pp = &q->wnext;
-            continue;
-        }
-        pp = &q->wnext;
-        wmodel *wm = worker_model(w, q->e, err, sizeof err);
-        if (!wm) {
-            worker_post_error(q, WS_CLOSE_TRY_AGAIN, "no_runner", err);
-            q->done = 1;
-            kick(q);
-            continue;
-        }
-        if (!q->st && rnnt_stream_create(eng_model(q->e), &q->st, err, sizeof err)) {
-            worker_post_error(q, WS_CLOSE_TRY_AGAIN, "no_stream", err);
-            q->done = 1;
-            kick(q);
-            continue;
-        }
-        unsigned char *in = NULL;
-        size_t in_len = 0;
-        double tin = 0;
-        int eof, take = rnnt_stream_pending_frames(q->st) < 2 * STRM_RUNNER_FRAMES;
-        pthread_mutex_lock(&q->mu);
-        if (take && q->in_len) {
-            in = q->in;
-            in_len = q->in_len;
-            tin = q->t_in;
-            q->in = NULL;
-            q->in_len = q->in_cap = 0;
-        }
-        eof = q->eof || q->drain;
-        pthread_mutex_unlock(&q->mu);
-        rnnt_status st = RNNT_OK;
-        if (in_len) {
-            if (q->enc == ENC_S16) st = rnnt_stream_accept_audio_s16(q->st, wm->fe, (const int16_t *)in, in_len / 2, err, sizeof err);
-            else if (q->enc == ENC_F32) st = rnnt_stream_accept_audio_f32(q->st, wm->fe, (const float *)in, in_len / 4, err, sizeof err);
-            else {
-                int F = eng_info(q->e)->feature_dim;
-                st = rnnt_stream_accept_features(q->st, (const float *)in, (int)(in_len / ((size_t)F * 4)), F, 0, err, sizeof err);
-            }
-            kick(q); /* the loop side may resume reading */
-        }
-        free(in);
-        if (st != RNNT_OK) {
-            worker_post_error(q, WS_CLOSE_INVALID_DATA, st == RNNT_ERR_TOO_LARGE ? "too_much_input" : "invalid_input", err);
-            q->done = 1;
-            kick(q);
-            continue;
-        }
-        if (eof && !q->finished_sent && (!take || rnnt_stream_pending_frames(q->st) < 2 * STRM_RUNNER_FRAMES)) {
-            pthread_mutex_lock(&q->mu);
-            int all_taken = q->in_len == 0;
-            pthread_mutex_unlock(&q->mu);
-            if (all_taken || q->drain) {
-                rnnt_stream_input_finished(q->st, err, sizeof err);
-                q->finished_sent = 1;
-            }
-        }
-        if (rnnt_stream_ready(q->st)) {
-            t_in[n_ready] = tin > 0 ? tin : now_mono();
-            ready[n_ready++] = q;
-        }
-    }
-    /* Advance: one batch per model generation and max_batch streams. */
-    for (int i = 0; i < n_ready;) {
-        eng *e = ready[i]->e;
-        wmodel *wm = worker_model(w, e, err, sizeof err);
-        int nb = 0;
-        for (int j = i; j < n_ready && nb < svc->max_batch; j++)
-            if (ready[j] && ready[j]->e == e) {
-                bsess[nb] = ready[j];
-                batch[nb++] = ready[j]->st;
-            }
-        double t0 = now_mono();
-        rnnt_status st = wm ? rnnt_runner_advance_streams(wm->r, nb, batch, NULL, err, sizeof err) : RNNT_ERR_NOMEM;
-        double dt = now_mono() - t0;
-        atomic_fetch_add(&svc->batches, 1);
-        atomic_fetch_add(&svc->chunks, nb);
-        hist_add(&svc->batch_hist, batch_bounds, 9, nb);
-        for (int k = 0; k < nb; k++) {
-            sess *q = bsess[k];
-            q->compute_s += dt / nb;
-            int idx = -1;
-            for (int j = i; j < n_ready; j++)
-                if (ready[j] == q) idx = j;
-            double tq = idx >= 0 ? t_in[idx] : now_mono();
-            if (st != RNNT_OK) {
-                worker_post_error(q, WS_CLOSE_INTERNAL, "engine_error", err);
-                q->done = 1;
-            } else if (emit_results(q, tq)) {
-                q->done = 1;
-            }
-            kick(q);
-            if (idx >= 0) ready[idx] = NULL;
-        }
-        while (i < n_ready && !ready[i]) i++;
-    }
-out:
-    free(ready);
-    free(t_in);
-    free(batch);
-    free(bsess);
-    worker_prune_models(w);
-}
-
-static void *worker_main(void *arg)
-{
-    strm_worker *w = arg;
-    strm_service *svc = w->s->streams;
-    double next = now_mono();
-    while (!atomic_load(&svc->stop)) {
-        next += svc->tick_s;
-        double wait = next - now_mono();
-        if (wait > 0) {
-            struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-            nanosleep(&ts, NULL);
-        } else {
-            next = now_mono(); /* behind: do not try to catch up ticks */
-        }
-        worker_tick(w);
-    }
-    return NULL;
 }
 
 /* ---- the service ---- */
@@ -997,7 +496,7 @@ int strm_start(srv *s, char *err, size_t errlen)
         w->s = s;
         w->idx = i;
         pthread_mutex_init(&w->mu, NULL);
-        if (pthread_create(&w->th, NULL, worker_main, w)) {
+        if (pthread_create(&w->th, NULL, strm_worker_main, w)) {
             atomic_store(&svc->stop, 1);
             for (int k = 0; k < i; k++) pthread_join(svc->workers[k].th, NULL);
             free(svc->workers);
@@ -1025,10 +524,10 @@ long long strm_drain(srv *s, double timeout_s)
         }
         pthread_mutex_unlock(&w->mu);
     }
-    double deadline = now_mono() + timeout_s;
+    double deadline = strm_now() + timeout_s;
     /* w->list belongs to the worker: mark through a flag it reads each tick. */
     atomic_store(&svc->drain_all, 1);
-    while (atomic_load(&svc->open) > 0 && now_mono() < deadline) {
+    while (atomic_load(&svc->open) > 0 && strm_now() < deadline) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -1047,12 +546,12 @@ void strm_stop(srv *s)
         while (w->incoming) {
             sess *q = w->incoming;
             w->incoming = q->wnext;
-            sess_unref(q);
+            strm_sess_unref(q);
         }
         while (w->list) {
             sess *q = w->list;
             w->list = q->wnext;
-            sess_unref(q);
+            strm_sess_unref(q);
         }
         while (w->models) {
             wmodel *m = w->models;
