@@ -671,6 +671,10 @@ static void test_numeric_failure(void **state)
     for (int i = 0; i < nt; i++)
         if (!strcmp(t[i].name, "joint.out.weight"))
             for (size_t j = 0; j < t[i].nbytes / 4; j++) ((float *)t[i].data)[j] = 3e38f;
+        else if (!strcmp(t[i].name, "joint.enc.bias"))
+            /* every ReLU unit positive whatever the seed, so the output overflows (with random biases
+             * all units were sometimes 0 and the output a finite 0: the test failed for ~1 seed in 7) */
+            for (size_t j = 0; j < t[i].nbytes / 4; j++) ((float *)t[i].data)[j] = 100.0f;
     char path[4400];
     snprintf(path, sizeof path, "%s/weights.safetensors", dir);
     tu_write_safetensors(path, t, nt);
