@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import MODEL, RELOAD_FROM, RELOAD_TO, SLOW, Daemon, model_info, npy_bytes, random_features, read_npy
 
 SHIPPED = os.environ.get("RNNTD_SHIPPED", os.path.join(os.path.dirname(__file__), "..", "..", "models", "en-char-small"))
-SAMPLES = ["01-flite-kal16", "02-espeak-en-us-m3", "03-festival-kal-diphone", "04-flite-rms"]
+SAMPLES = ["01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone", "04-flite-rms"]
 
 
 def run(coro):
