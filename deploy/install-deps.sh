@@ -6,8 +6,10 @@
 #                                    FFTW3, libsndfile, libsoxr, cmocka)
 #   deploy/install-deps.sh --test    everything the whole test suite needs besides (tests/run-all.sh): PyTorch,
 #                                    torchaudio, NumPy, PyYAML (Debian's python3-* packages), KissFFT for the
-#                                    frontend benchmark, nginx (tests/deploy), systemd, git, xz; and pinned
-#                                    PyPI tools in a per-user virtual environment (no root needed; below)
+#                                    frontend benchmark, nginx (tests/deploy), python3-websockets and chromium
+#                                    (the WebSocket stream tests and the live-captions browser test), systemd,
+#                                    git, xz; and pinned PyPI tools in a per-user virtual environment (no root
+#                                    needed; below)
 #   deploy/install-deps.sh --print   print the apt-get command for the missing packages and exit
 #
 # Needs root for apt-get: run as root, or as a user with sudo. Without either, it prints the exact command
@@ -22,7 +24,7 @@ runtime=(
 )
 testing=(
   git xz-utils systemd python3-numpy python3-yaml python3-torch python3-torchaudio libkissfft-dev
-  nginx python3-venv
+  nginx python3-venv python3-websockets chromium
 )
 # libFuzzer targets (tests/fuzz): clang and its sanitizer/fuzzer runtimes (the targets are skipped without).
 . /etc/os-release

@@ -283,6 +283,8 @@ rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe
                                          char *err, size_t errlen);
 rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n,
                                          char *err, size_t errlen);
+/* Input frames accepted so far (fed as features, or made from audio). */
+long long rnnt_stream_frames_in(const rnnt_stream *s);
 /* No more input: the next advance encodes the last partial groups and decodes to the end. */
 rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
 /* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and

@@ -178,6 +178,8 @@ int rnnt_stream_is_final(const rnnt_stream *s) { return s && (s->flushed || s->d
 
 int rnnt_stream_pending_frames(const rnnt_stream *s) { return s ? s->n_feats : 0; }
 
+long long rnnt_stream_frames_in(const rnnt_stream *s) { return s ? s->frames_in : 0; }
+
 rnnt_status rnnt_stream_reserve_tokens(rnnt_stream *s, size_t more)
 {
     size_t need = (size_t)s->dec.n_tokens + more;

@@ -48,6 +48,17 @@ typedef struct {
     long long max_frames;
     long long max_pending_bytes;
     long long max_audio_s;
+    /* streaming (WebSocket streams, server/streams.c) */
+    long long stream_max_streams;
+    long long stream_workers;
+    long long stream_tick_ms;
+    long long stream_max_batch;
+    long long stream_idle_timeout_s;
+    long long stream_max_message_bytes;
+    long long stream_max_pending_s;
+    long long stream_endpoint_silence_ms;
+    long long stream_endpoint_no_speech_ms;
+    long long stream_endpoint_max_segment_ms;
     /* log */
     long long log_level; /* log_level */
     long long log_requests;

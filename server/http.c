@@ -20,6 +20,8 @@
 #include "reply.h"
 #include "transcriptions.h"
 #include "workq.h"
+#include "captions.h"
+#include "streams.h"
 
 #define RETRY_AFTER_S 1
 /* A request to an endpoint that takes no body is answered after its body is read and dropped (the
@@ -284,6 +286,19 @@ static int serve_get(http_req *r, const char *url)
     }
     if (strcmp(url, "/health") == 0) return send_json(r, 200, health_json(s));
     if (strncmp(url, "/v2/", 4) == 0) return serve_v2(r, url);
+    if (strcmp(url, "/captions") == 0) {
+        size_t n;
+        const char *page = captions_page(&n);
+        char *copy = malloc(n);
+        if (!copy) return send_error(r, 500, "internal", 0, "out of memory");
+        memcpy(copy, page, n);
+        reply_opts o = {0};
+        o.request_id = r->id;
+        o.close = atomic_load(&s->draining);
+        r->status = 200;
+        r->phase = PH_REPLIED;
+        return reply_text(r->conn, 200, "text/html; charset=utf-8", copy, n, &o);
+    }
     /* /metrics */
     metrics_gauges g = {0};
     eng *e = srv_engine(s);
@@ -305,6 +320,7 @@ static int serve_get(http_req *r, const char *url)
     g.reloads_failed = atomic_load(&s->reloads_failed);
     size_t len = 0;
     char *text = metrics_render(&g, &len);
+    if (text) text = strm_metrics_append(s, text, &len);
     if (e) eng_unref(e);
     if (!text) return send_error(r, 500, "internal", 0, "out of memory rendering metrics");
     reply_opts o = {0};
@@ -789,6 +805,30 @@ static void upload_complete(http_req *r)
 
 /* ---- transport callbacks ---- */
 
+/* GET /v1/stream: the WebSocket upgrade (streams.c), or the reason it is refused. On success the
+ * request ends inside strm_upgrade (on_done frees r). */
+static void serve_stream_upgrade(http_req *r, tp_conn *c, const hp_request *req)
+{
+    const char *code = NULL, *msg = NULL, *hdrs = NULL;
+    r->status = 101;
+    unsigned st = strm_upgrade(r->s, c, req, &code, &msg, &hdrs);
+    if (!st) return;
+    srv_err e;
+    srv_err_set(&e, st, code, "%s", msg);
+    if (!hdrs) {
+        send_err(r, &e, st == 503 ? RETRY_AFTER_S : 0, NULL, 0);
+        return;
+    }
+    char *body = reply_error_body(&e);
+    char h[160];
+    snprintf(h, sizeof h, "Content-Type: application/json\r\nX-Request-Id: %s\r\n%s", r->id, hdrs);
+    r->status = st;
+    r->code = code;
+    r->phase = PH_REPLIED;
+    tp_respond(c, st, h, body ? body : "", body ? strlen(body) : 0, 1);
+    free(body);
+}
+
 static void on_head(void *ctx, tp_conn *c, const hp_request *req)
 {
     srv *s = ctx;
@@ -817,8 +857,16 @@ static void on_head(void *ctx, tp_conn *c, const hp_request *req)
     } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready") ||
                !strncmp(url, "/v2/", 4)) {
         r->ep = EP_HEALTH; /* /v2/...: the KServe v2 / Triton health and model names (serve_v2) */
+    } else if (!strcmp(url, "/v1/stream")) {
+        if (check_auth(r, req)) return;
+        serve_stream_upgrade(r, c, req);
+        return;
+    } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready")) {
+        r->ep = EP_HEALTH;
     } else if (!strcmp(url, "/metrics")) {
         r->ep = EP_METRICS;
+    } else if (!strcmp(url, "/captions")) {
+        r->ep = EP_OTHER;
     } else {
         srv_err_set(&r->early, 404, "not_found", "no such endpoint (see /health, /metrics, POST /v1/transcribe)");
     }

@@ -27,6 +27,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "scheduler.h"
+#include "streams.h"
 #include "srv.h"
 
 #define MAX_OVERRIDES 8
@@ -229,6 +230,8 @@ static void drain(srv *s)
     http_quiesce(s);
     sched_flush(s->sched);
     double deadline = sched_now() + (double)s->c.drain_timeout_s;
+    long long streams_left = strm_drain(s, (double)s->c.drain_timeout_s);
+    if (streams_left > 0) log_msg(LOG_WARN, "msg=\"drain timeout with streams open\" streams=%lld", streams_left);
     wait_until(&s->in_flight, deadline);
     long long left = atomic_load(&s->in_flight);
     /* From here no job is accepted (late ones get 503), so nothing new gets suspended. */
@@ -479,6 +482,13 @@ int main(int argc, char **argv)
     if (n_faults > 0)
         log_msg(LOG_WARN, "msg=\"fault injection on (RNNTD_FAULT); not for production\" faults=%s", faults);
     watchdog_start(s);
+    if (strm_start(s, err, sizeof err)) {
+        log_msg(LOG_ERROR, "msg=\"cannot start the stream workers\" err=\"%s\"", err);
+        watchdog_stop();
+        metrics_set_sched(NULL);
+        sched_free(s->sched);
+        return 1;
+    }
     /* Listen first: /health/live answers and /health/ready says 503 while the model loads. */
     if (http_start(s, err, sizeof err)) {
         log_msg(LOG_ERROR, "msg=\"cannot start the HTTP server\" err=\"%s\"", err);
@@ -502,6 +512,7 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "msg=\"cannot load the model\" err=%s", q);
         notify_send("STATUS=failed: %.200s", err);
         http_stop(s);
+        strm_stop(s);
         watchdog_stop();
         metrics_set_sched(NULL);
         sched_free(s->sched);
@@ -533,6 +544,7 @@ int main(int argc, char **argv)
 
     drain(s);
     http_stop(s);
+    strm_stop(s);
     watchdog_stop();
     eng_release_hangs(); /* RNNTD_FAULT=worker_hang: let the hung worker return */
     metrics_set_sched(NULL);

@@ -22,6 +22,7 @@ typedef struct srv {
     auth *auth;   /* NULL: no authentication */
     sched *sched;
     struct tp_server *tp;
+    struct strm_service *streams; /* WebSocket streams (streams.c) */
     unsigned port; /* bound port */
 
     _Atomic int ready;     /* model loaded and warmed up */

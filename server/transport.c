@@ -39,7 +39,7 @@
 #define TP_FD_RESERVE 64      /* descriptors kept for everything but connections */
 #define TP_SLOT_WAIT_S 0.5    /* a connection over the cap waits this long for a slot, then 503 */
 
-typedef enum { C_HEAD = 0, C_BODY, C_HANDLER, C_SUSPENDED, C_WRITE, C_LINGER, C_WAITSLOT, C_CLOSED } conn_state;
+typedef enum { C_HEAD = 0, C_BODY, C_HANDLER, C_SUSPENDED, C_WRITE, C_LINGER, C_WAITSLOT, C_RAW, C_CLOSED } conn_state;
 
 typedef struct tp_loop tp_loop;
 
@@ -74,6 +74,13 @@ struct tp_conn {
     /* the answer being written */
     char *wbuf;
     size_t wlen, woff;
+    /* upgraded (C_RAW): raw handlers, their user, output buffer capacity, flags */
+    const tp_raw_handlers *raw;
+    void *raw_user;
+    size_t wcap;
+    int raw_paused, raw_closing;
+    int kicked;           /* on the loop's kick list */
+    tp_conn *knext;
 };
 
 struct tp_loop {
@@ -81,8 +88,9 @@ struct tp_loop {
     int idx, epfd, evfd;
     pthread_t th;
     int started;
-    pthread_mutex_t mu; /* guards resumed */
+    pthread_mutex_t mu; /* guards resumed and kicked */
     tp_conn *resumed;
+    tp_conn *kicked;
     tp_conn *conns, *dead;
     int listen_registered;
     double accept_paused_until;
@@ -180,7 +188,7 @@ static void free_request(tp_conn *c)
     c->req = NULL;
     free(c->wbuf);
     c->wbuf = NULL;
-    c->wlen = c->woff = 0;
+    c->wlen = c->woff = c->wcap = 0;
 }
 
 static void begin_request(tp_conn *c)
@@ -196,6 +204,13 @@ static void begin_request(tp_conn *c)
 /* The request is over: the handler frees its state. */
 static void end_request(tp_conn *c, tp_outcome outcome)
 {
+    if (c->raw) {
+        const tp_raw_handlers *h = c->raw;
+        c->raw = NULL;
+        h->on_close(c->raw_user, c, outcome);
+        c->raw_user = NULL;
+        return;
+    }
     if (c->user) {
         c->loop->s->h.on_done(c->loop->s->ctx, c, outcome);
         c->user = NULL;
@@ -296,6 +311,48 @@ static int body_data(void *user, const char *data, size_t len)
 
 static void after_write(tp_conn *c);
 static void refuse_over_cap(tp_conn *c);
+
+/* Half-closes and reads what the client still sends, so that what was written is not destroyed by a
+ * reset (closing with unread input sends RST). */
+static void begin_linger(tp_conn *c)
+{
+    free_request(c);
+    shutdown(c->fd, SHUT_WR);
+    c->st = C_LINGER;
+    c->t_linger = now_s();
+    c->rlen = c->roff = 0;
+}
+
+/* An upgraded connection: write what is queued, offer what was read, choose the events. */
+static void raw_process(tp_conn *c)
+{
+    if (c->woff < c->wlen) {
+        int r = flush(c);
+        if (r < 0) {
+            conn_close(c, TP_CLIENT_ABORT);
+            return;
+        }
+    }
+    if (c->raw && !c->raw_paused && !c->raw_closing && c->roff < c->rlen) {
+        size_t used = c->raw->on_data(c->raw_user, c, c->rbuf + c->roff, c->rlen - c->roff);
+        if (c->st != C_RAW) return;
+        c->roff += used;
+        if (c->roff == c->rlen) c->roff = c->rlen = 0;
+        if (c->woff < c->wlen && flush(c) < 0) {
+            conn_close(c, TP_CLIENT_ABORT);
+            return;
+        }
+    }
+    if (c->raw_closing && c->woff == c->wlen) {
+        end_request(c, TP_OK);
+        begin_linger(c);
+        set_events(c, EPOLLIN);
+        return;
+    }
+    unsigned ev = (c->raw_paused || c->raw_closing) ? 0 : EPOLLIN;
+    if (c->woff < c->wlen) ev |= EPOLLOUT;
+    set_events(c, ev);
+}
 
 /* Runs the connection's state machine over what is buffered until it needs the socket again. */
 static void process(tp_conn *c)
@@ -407,6 +464,9 @@ static void process(tp_conn *c)
             after_write(c);
             continue;
         }
+        case C_RAW:
+            raw_process(c);
+            return;
         case C_LINGER:
             set_events(c, EPOLLIN);
             return;
@@ -424,13 +484,7 @@ static void after_write(tp_conn *c)
     int close_it = c->close_after;
     end_request(c, TP_OK);
     if (close_it || atomic_load(&c->loop->s->stopping)) {
-        /* Half-close and read what the client still sends, so that the answer is not destroyed by
-         * a reset (closing with unread input sends RST). */
-        free_request(c);
-        shutdown(c->fd, SHUT_WR);
-        c->st = C_LINGER;
-        c->t_linger = now_s();
-        c->rlen = c->roff = 0;
+        begin_linger(c);
         return;
     }
     begin_request(c);
@@ -450,8 +504,12 @@ static void on_readable(tp_conn *c)
         }
         return;
     }
-    if (c->st != C_HEAD && c->st != C_BODY) {
+    if (c->st != C_HEAD && c->st != C_BODY && c->st != C_RAW) {
         process(c);
+        return;
+    }
+    if (c->st == C_RAW && (c->raw_paused || c->raw_closing)) {
+        raw_process(c);
         return;
     }
     if (c->roff == c->rlen) c->roff = c->rlen = 0;
@@ -498,6 +556,14 @@ static void conn_event(tp_conn *c, unsigned ev)
             epoll_ctl(c->loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
             c->registered = 0;
             c->events = 0;
+        }
+        return;
+    }
+    if (c->st == C_RAW) {
+        if (ev & EPOLLOUT) raw_process(c);
+        if (c->st == C_RAW && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+            if (!c->raw_paused && !c->raw_closing) on_readable(c);
+            else if (ev & (EPOLLHUP | EPOLLERR)) conn_close(c, TP_CLIENT_ABORT);
         }
         return;
     }
@@ -619,6 +685,22 @@ static void run_resumed(tp_loop *L)
     L->resumed = NULL;
     pthread_mutex_unlock(&L->mu);
     tp_server *s = L->s;
+    /* Kicks, one at a time off the list under the lock: a connection may be kicked again (and
+     * relinked) while an earlier kick of it is handled. */
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        tp_conn *c = L->kicked;
+        if (c) {
+            L->kicked = c->knext;
+            c->knext = NULL;
+            c->kicked = 0;
+        }
+        pthread_mutex_unlock(&L->mu);
+        if (!c) break;
+        if (c->st != C_RAW || !c->raw) continue;
+        c->raw->on_kick(c->raw_user, c);
+        if (c->st == C_RAW) raw_process(c);
+    }
     while (list) {
         tp_conn *c = list;
         list = c->rnext;
@@ -674,6 +756,14 @@ static void sweep(tp_loop *L)
         case C_WRITE:
             if (t - c->t_last > idle) conn_close(c, TP_TIMEOUT);
             break;
+        case C_RAW:
+            if (c->woff < c->wlen && t - c->t_last > idle) {
+                conn_close(c, TP_TIMEOUT); /* output unread for connection_timeout_s */
+                break;
+            }
+            if (c->raw) c->raw->on_sweep(c->raw_user, c, t);
+            if (c->st == C_RAW) raw_process(c);
+            break;
         case C_LINGER:
             if (t - c->t_linger > TP_LINGER_S) conn_free(c);
             break;
@@ -703,6 +793,17 @@ static void bury(tp_loop *L)
     while (L->dead) {
         tp_conn *c = L->dead;
         L->dead = c->next;
+        if (c->kicked) {
+            /* kicked before it closed: take it off the kick list before its memory goes */
+            pthread_mutex_lock(&L->mu);
+            for (tp_conn **pp = &L->kicked; *pp; pp = &(*pp)->knext)
+                if (*pp == c) {
+                    *pp = c->knext;
+                    break;
+                }
+            c->kicked = 0;
+            pthread_mutex_unlock(&L->mu);
+        }
         conn_destroy(c);
     }
 }
@@ -1018,4 +1119,80 @@ void tp_resume(tp_conn *c)
     L->resumed = c;
     pthread_mutex_unlock(&L->mu);
     wake(L);
+}
+
+/* ---- upgraded connections ---- */
+
+static int raw_append(tp_conn *c, const void *data, size_t len)
+{
+    if (c->woff > 0 && c->woff == c->wlen) c->woff = c->wlen = 0;
+    if (c->wlen + len > c->wcap || !c->wbuf) {
+        if (c->woff > 0) {
+            memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+            c->wlen -= c->woff;
+            c->woff = 0;
+        }
+        if (c->wlen + len > c->wcap || !c->wbuf) {
+            size_t cap = c->wcap ? c->wcap : 4096;
+            while (cap < c->wlen + len) cap *= 2;
+            char *w = realloc(c->wbuf, cap);
+            if (!w) return -1;
+            c->wbuf = w;
+            c->wcap = cap;
+        }
+    }
+    memcpy(c->wbuf + c->wlen, data, len);
+    c->wlen += len;
+    return 0;
+}
+
+int tp_upgrade(tp_conn *c, const char *head, size_t len, const tp_raw_handlers *h, void *user)
+{
+    if (c->st != C_BODY || !c->body_done || c->responded) return -1;
+    c->responded = 1;
+    end_request(c, TP_OK);
+    free(c->wbuf);
+    c->wbuf = NULL;
+    c->wlen = c->woff = c->wcap = 0;
+    if (raw_append(c, head, len)) return -1;
+    c->raw = h;
+    c->raw_user = user;
+    c->st = C_RAW;
+    c->t_last = now_s();
+    return 0;
+}
+
+int tp_raw_send(tp_conn *c, const void *data, size_t len)
+{
+    if (c->st != C_RAW || c->raw_closing) return -1;
+    return raw_append(c, data, len);
+}
+
+size_t tp_raw_unsent(const tp_conn *c)
+{
+    return c->wlen - c->woff;
+}
+
+void tp_raw_pause_reading(tp_conn *c, int paused)
+{
+    c->raw_paused = paused;
+}
+
+void tp_raw_close(tp_conn *c)
+{
+    c->raw_closing = 1;
+}
+
+void tp_kick(tp_conn *c)
+{
+    tp_loop *L = c->loop;
+    pthread_mutex_lock(&L->mu);
+    int first = !c->kicked;
+    if (first) {
+        c->kicked = 1;
+        c->knext = L->kicked;
+        L->kicked = c;
+    }
+    pthread_mutex_unlock(&L->mu);
+    if (first) wake(L);
 }

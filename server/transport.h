@@ -99,4 +99,36 @@ void tp_suspend(tp_conn *c);
  * or call tp_suspend again (a request with two stages of work off the loop). */
 void tp_resume(tp_conn *c);
 
+/* ---- upgraded connections (WebSocket): raw bytes both ways after the 101 answer ----
+ * tp_upgrade, from on_head of a request without a body, queues `head` (a complete 101 answer) and
+ * turns the connection over to raw handlers: the request ends (on_done with TP_OK), and from then on
+ * the transport reads and writes bytes only. Deadlines are the raw side's own (on_sweep), except that
+ * output the client does not read for idle_timeout_s closes the connection. Thread-safety: as for
+ * requests (loop thread), except tp_kick. */
+typedef struct {
+    /* Bytes from the client; returns how many were used (the rest is offered again with what comes
+     * next, so a partial frame may wait). Not called while reading is paused. */
+    size_t (*on_data)(void *user, tp_conn *c, const char *data, size_t len);
+    /* After tp_kick (from any thread), on the loop thread. */
+    void (*on_kick)(void *user, tp_conn *c);
+    /* Four times a second. */
+    void (*on_sweep)(void *user, tp_conn *c, double now_mono_s);
+    /* The connection is gone (once; TP_OK when the raw side closed it with tp_raw_close). user is not
+     * touched by the transport after this. */
+    void (*on_close)(void *user, tp_conn *c, tp_outcome outcome);
+} tp_raw_handlers;
+
+int tp_upgrade(tp_conn *c, const char *head, size_t len, const tp_raw_handlers *h, void *user);
+/* Queues bytes for the client (copied); -1 when out of memory or the connection is closing. */
+int tp_raw_send(tp_conn *c, const void *data, size_t len);
+/* Bytes queued and not yet written. */
+size_t tp_raw_unsent(const tp_conn *c);
+/* Stop or resume reading from the client (backpressure). */
+void tp_raw_pause_reading(tp_conn *c, int paused);
+/* Close after what is queued is written (then on_close with TP_OK). */
+void tp_raw_close(tp_conn *c);
+/* From any thread: on_kick will run on the connection's loop. The caller must know the connection
+ * is still open (on_close has not run): e.g. by holding a lock that on_close also takes. */
+void tp_kick(tp_conn *c);
+
 #endif

@@ -613,7 +613,7 @@ static void test_audio_streams(void **state)
     char err[512];
     rnnt_frontend *fe, *fe2;
     if (rnnt_frontend_create(m, &fe, err, sizeof err) || rnnt_frontend_create(m, &fe2, err, sizeof err)) fail_msg("%s", err);
-    static const char *names[] = {"01-flite-kal16", "02-espeak-en-us-m3", "03-festival-kal-diphone", "04-flite-rms"};
+    static const char *names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone", "04-flite-rms"};
     float *x[4];
     int16_t *x16[4];
     size_t n[4];
