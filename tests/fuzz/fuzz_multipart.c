@@ -5,40 +5,11 @@
  * in a space; on success at most max_parts parts, each with a non-empty NUL-terminated name, its data
  * inside the body, in order and not overlapping, preceded by the delimiter; parsing is deterministic.
  *
- * Registered in tests/fuzz/targets.cmake (ctest label fuzz).
- * Standalone, from the repository root (clang with libclang-rt-14-dev; 60 s, seeds in corpus/multipart):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iserver -Itests/fuzz tests/fuzz/fuzz_multipart.c \
- *     server/multipart.c -o build/fuzz_multipart
- *   mkdir -p build/fuzz-multipart && build/fuzz_multipart -max_total_time=60 -max_len=4096 \
- *     build/fuzz-multipart tests/fuzz/corpus/multipart */
-#if __has_include("fuzz_util.h")
+ * Registered in tests/fuzz/targets.cmake (ctest label fuzz); longer runs: tests/fuzz/run.sh multipart SECONDS. */
 #include "fuzz_util.h"
-#else
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-#define FUZZ_CHECK(cond, ...)                                                                        \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "fuzz property failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                            \
-            fputc('\n', stderr);                                                                     \
-            abort();                                                                                 \
-        }                                                                                            \
-    } while (0)
-#endif
 #include "multipart.h"
 
 #define MAX_PARTS 8
-
-static void check_message(const char *msg, size_t cap)
-{
-    FUZZ_CHECK(memchr(msg, '\0', cap) != NULL, "error message not terminated");
-    FUZZ_CHECK(msg[0] != '\0', "rejected without a message");
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -64,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(boundary[i] >= 0x20 && boundary[i] < 0x7f && boundary[i] != '"' && boundary[i] != ';', "bad bchar 0x%02x",
                        (unsigned char)boundary[i]);
     } else {
-        check_message(err, sizeof err);
+        fuzz_check_message(err, sizeof err);
         strcpy(boundary, "X-b0undary");
     }
     mp_part parts[MAX_PARTS], again[MAX_PARTS];
@@ -75,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc2 = mp_parse(body, len, boundary, again, MAX_PARTS, &n2, err2, sizeof err2);
     FUZZ_CHECK(rc == rc2 && (rc || n == n2), "not deterministic");
     if (rc) {
-        check_message(err, sizeof err);
+        fuzz_check_message(err, sizeof err);
         FUZZ_CHECK(!strcmp(err, err2), "different messages");
     } else {
         FUZZ_CHECK(n >= 0 && n <= MAX_PARTS, "%d parts", n);
