@@ -209,6 +209,92 @@ static void test_shipped_samples(void **state)
     rnnt_model_free(m);
 }
 
+/* rnnt_runner_decode_audio on the CPU backend (the CUDA path has its own test in tests/gpu): the four
+ * shipped WAVs as float samples, one again as 16-bit PCM and one utterance shorter than a window, in one
+ * batch, give exactly what rnnt_runner_decode gives on rnnt_frontend_compute_f32's features; two sample
+ * pointers, none, or a NaN sample are refused with the batch untouched. */
+static void test_decode_audio_cpu(void **state)
+{
+    char dir[1024], path[1400], err[512];
+    model_dir("en-char-small", dir, sizeof dir);
+    rnnt_model *m;
+    rnnt_frontend *fe;
+    load(dir, &m, &fe);
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 6;
+    p.max_frames = 2000;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    static const char *const names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone",
+                                        "04-flite-rms"};
+    enum { N = 6 };
+    float *x[4];
+    size_t nx[4];
+    rnnt_audio_input ain[N];
+    memset(ain, 0, sizeof ain);
+    for (int i = 0; i < 4; i++) {
+        rnnt_audio_info ai;
+        snprintf(path, sizeof path, "%s/samples/%s.wav", dir, names[i]);
+        if (rnnt_audio_load_file(path, 16000, NULL, &x[i], &nx[i], &ai, err, sizeof err)) fail_msg("%s", err);
+        ain[i].samples = x[i];
+        ain[i].n_samples = nx[i];
+    }
+    /* 02 again as 16-bit PCM: its WAV is 16-bit, so x * 32768 is the file's integers exactly */
+    int16_t *pcm = malloc(nx[1] * sizeof *pcm);
+    assert_non_null(pcm);
+    for (size_t k = 0; k < nx[1]; k++) pcm[k] = (int16_t)lrintf(x[1][k] * 32768.0f);
+    ain[4].pcm16 = pcm;
+    ain[4].n_samples = nx[1];
+    ain[5].samples = x[0];
+    ain[5].n_samples = 399; /* one sample short of a window: no frames */
+    rnnt_result got[N], want[N];
+    memset(got, 0, sizeof got);
+    memset(want, 0, sizeof want);
+    if (rnnt_runner_decode_audio(r, N, ain, got, NULL, NULL, err, sizeof err)) fail_msg("%s", err);
+    float *feats[N];
+    rnnt_input fin[N];
+    for (int i = 0; i < N; i++) {
+        int T;
+        const float *src = i == 4 ? x[1] : ain[i].samples;
+        if (rnnt_frontend_compute_f32(fe, src, ain[i].n_samples, 0, &feats[i], &T, err, sizeof err)) fail_msg("%s", err);
+        fin[i] = (rnnt_input){feats[i], T, 0};
+    }
+    assert_int_equal(fin[5].frames, 0);
+    if (rnnt_runner_decode(r, N, fin, want, NULL, err, sizeof err)) fail_msg("%s", err);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(got[i].status, RNNT_OK);
+        assert_int_equal(got[i].n_tokens, want[i].n_tokens);
+        assert_memory_equal(got[i].tokens, want[i].tokens, sizeof(int) * (size_t)got[i].n_tokens);
+        assert_memory_equal(got[i].frames, want[i].frames, sizeof(int) * (size_t)got[i].n_tokens);
+        assert_string_equal(got[i].text ? got[i].text : "", want[i].text ? want[i].text : "");
+    }
+    assert_int_equal(got[5].n_tokens, 0);
+    assert_string_equal(got[4].text, got[1].text);
+    print_message("decode_audio on the CPU: %d utterances = decode of the frontend's features ('%s')\n", N, got[1].text);
+    for (int i = 0; i < N; i++) {
+        rnnt_result_clear(&got[i]);
+        rnnt_result_clear(&want[i]);
+        free(feats[i]);
+    }
+    /* refused: both pointers, none, a NaN sample */
+    rnnt_audio_input bad = {x[0], pcm, 1000, 0};
+    assert_int_equal(rnnt_runner_decode_audio(r, 1, &bad, got, NULL, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    bad = (rnnt_audio_input){NULL, NULL, 1000, 0};
+    assert_int_equal(rnnt_runner_decode_audio(r, 1, &bad, got, NULL, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    float saved = x[0][500];
+    x[0][500] = NAN;
+    bad = (rnnt_audio_input){x[0], NULL, nx[0], 0};
+    assert_int_not_equal(rnnt_runner_decode_audio(r, 1, &bad, got, NULL, NULL, err, sizeof err), RNNT_OK);
+    assert_non_null(strstr(err, "inite"));
+    x[0][500] = saved;
+    free(pcm);
+    for (int i = 0; i < 4; i++) free(x[i]);
+    rnnt_runner_free(r);
+    rnnt_frontend_free(fe);
+    rnnt_model_free(m);
+}
+
 static void test_feed_errors(void **state)
 {
     char dir[1024], err[512];
@@ -334,7 +420,8 @@ static void test_dither(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden),     cmocka_unit_test(test_shipped_samples), cmocka_unit_test(test_feed_errors),
+        cmocka_unit_test(test_golden),     cmocka_unit_test(test_shipped_samples), cmocka_unit_test(test_decode_audio_cpu),
+        cmocka_unit_test(test_feed_errors),
         cmocka_unit_test(test_load_errors), cmocka_unit_test(test_dither),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
