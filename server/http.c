@@ -859,10 +859,13 @@ static void on_head(void *ctx, tp_conn *c, const hp_request *req)
         r->ep = EP_HEALTH; /* /v2/...: the KServe v2 / Triton health and model names (serve_v2) */
     } else if (!strcmp(url, "/v1/stream")) {
         if (check_auth(r, req)) return;
-        serve_stream_upgrade(r, c, req);
-        return;
-    } else if (!strcmp(url, "/health") || !strcmp(url, "/health/live") || !strcmp(url, "/health/ready")) {
-        r->ep = EP_HEALTH;
+        if (req->method_id != HP_GET) {
+            srv_err_set(&r->early, 405, "method_not_allowed", "use GET (a WebSocket upgrade) for /v1/stream");
+            r->early_allow = "GET";
+        } else {
+            serve_stream_upgrade(r, c, req);
+            return;
+        }
     } else if (!strcmp(url, "/metrics")) {
         r->ep = EP_METRICS;
     } else if (!strcmp(url, "/captions")) {

@@ -287,6 +287,9 @@ class Protocol(unittest.TestCase):
         st, _, body = self.d.request("GET", "/v1/stream", headers={"Upgrade": "websocket", "Connection": "Upgrade",
                                                                    "Sec-WebSocket-Key": "short", "Sec-WebSocket-Version": "13"})
         self.assertEqual(st, 400)
+        for method in ("POST", "TRACE", "PUT"):  # not a handshake at all: 405, as for any other endpoint
+            st, hd, body = self.d.request(method, "/v1/stream")
+            self.assertEqual((st, hd.get("allow"), json.loads(body)["error"]["code"]), (405, "GET", "method_not_allowed"))
 
     def test_binary_before_config(self):
         s, _ = raw_connect(self.d)
