@@ -102,12 +102,15 @@ class OpenApi(unittest.TestCase):
         # The transport's own answers (http_parse.c, transport.c): fail(err, NNN, "code"...) and
         # hp_error e = {NNN, "code"...}.
         used |= set(re.findall(r'(?:fail\(err, |hp_error e = \{)(\d{3}), "([a-z_]+)"', code))
+        # The WebSocket upgrade's refusals (streams.c, strm_upgrade: *code = "..." or a choice of two),
+        # documented under /v1/stream.
+        upgrade = {c for stmt in re.findall(r'(?m)^\s+\*code = ([^;]+);', code) for c in re.findall(r'"([a-z_]+)"', stmt)}
         self.assertGreater(len(used), 15)
         enum = re.search(r"enum: \[(invalid_request[^\]]+)\]", spec).group(1)
         listed = {c.strip() for c in enum.split(",")}
-        for status, c in used:
+        for c in {c for _, c in used} | upgrade:
             self.assertIn(c, listed, "error code %s missing from openapi.yaml" % c)
-        self.assertEqual(listed, {c for _, c in used}, "openapi.yaml lists codes the server never sends")
+        self.assertEqual(listed, {c for _, c in used} | upgrade, "openapi.yaml lists codes the server never sends")
         # Every status of /v1/transcribe appears under its responses.
         tr = spec[spec.index("  /v1/transcribe:"):spec.index("  /health:")]
         for status, c in used:
