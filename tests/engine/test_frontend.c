@@ -159,22 +159,33 @@ static void test_golden(void **state)
     }
 }
 
+/* The shipped model's four sample WAVs (models/en-char-small/samples). */
+static const char *const shipped_names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone",
+                                            "04-flite-rms"};
+
+/* The shipped model, its frontend and a CPU runner of max_batch utterances; dir gets the model's path. */
+static void open_shipped(char *dir, size_t dirlen, int max_batch, rnnt_model **m, rnnt_frontend **fe, rnnt_runner **r)
+{
+    char err[512];
+    model_dir("en-char-small", dir, dirlen);
+    load(dir, m, fe);
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = max_batch;
+    p.max_frames = 2000;
+    if (rnnt_runner_create(*m, &p, r, err, sizeof err)) fail_msg("%s", err);
+}
+
 /* The shipped samples: WAV -> decoder -> frontend against the shipped .npy (features.py in float32), and
  * the same transcript from both. */
 static void test_shipped_samples(void **state)
 {
     char dir[1024], path[1400], err[512];
-    model_dir("en-char-small", dir, sizeof dir);
     rnnt_model *m;
     rnnt_frontend *fe;
-    load(dir, &m, &fe);
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
-    p.max_batch = 2;
-    p.max_frames = 2000;
     rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
-    static const char *const names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone", "04-flite-rms"};
+    open_shipped(dir, sizeof dir, 2, &m, &fe, &r);
+    const char *const *names = shipped_names;
     for (int i = 0; i < 4; i++) {
         float *x, *feats;
         size_t n;
@@ -216,18 +227,11 @@ static void test_shipped_samples(void **state)
 static void test_decode_audio_cpu(void **state)
 {
     char dir[1024], path[1400], err[512];
-    model_dir("en-char-small", dir, sizeof dir);
     rnnt_model *m;
     rnnt_frontend *fe;
-    load(dir, &m, &fe);
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
-    p.max_batch = 6;
-    p.max_frames = 2000;
     rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
-    static const char *const names[] = {"01-flite-kal16", "02-espeak-en-gb-x-rp-klatt", "03-festival-kal-diphone",
-                                        "04-flite-rms"};
+    open_shipped(dir, sizeof dir, 6, &m, &fe, &r);
+    const char *const *names = shipped_names;
     enum { N = 6 };
     float *x[4];
     size_t nx[4];
