@@ -42,7 +42,7 @@ int reply_text(tp_conn *c, unsigned status, const char *content_type, char *text
 
 int reply_json(tp_conn *c, unsigned status, json_t *body, const reply_opts *o)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(7)) : NULL;
+    char *text = body ? json_dumps(body, REPLY_JSON_FLAGS) : NULL;
     json_decref(body);
     if (!text) {
         /* Out of memory while formatting: still answer with the error shape, from static text. */
@@ -65,7 +65,7 @@ char *reply_error_body(const srv_err *e)
     json_t *doc = json_pack("{s:{s:s,s:s}}", "error", "code", e->code ? e->code : "internal",
                             "message", e->message);
     if (!doc) return NULL;
-    char *t = json_dumps(doc, JSON_COMPACT);
+    char *t = json_dumps(doc, REPLY_JSON_FLAGS);
     json_decref(doc);
     return t;
 }

@@ -9,6 +9,10 @@
 
 #include "transport.h"
 
+/* How every JSON document the server sends is written (HTTP answers, WebSocket messages): compact,
+ * reals with 7 significant digits (times in seconds stay 1.9, not 1.9000000000000001). */
+#define REPLY_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(7))
+
 /* An error found while handling a request: status, stable machine code, one-line message. */
 typedef struct {
     unsigned status;   /* 0: no error */

@@ -116,7 +116,7 @@ static char *final_json(sess *q, const rnnt_result *res, int end_token, int end_
                             "start", start, "end", end, "words", ja ? ja : json_array(), "confidence", "last", last);
     free(text);
     rnnt_words_free(words, nw);
-    char *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *out = doc ? json_dumps(doc, REPLY_JSON_FLAGS) : NULL;
     json_decref(doc);
     return out;
 }
@@ -163,7 +163,7 @@ static char *partial_json(sess *q, const rnnt_result *res)
     json_t *doc = json_pack("{s:s, s:i, s:s, s:f}", "type", "partial", "segment", q->seg, "text", text ? text : "", "audio_s",
                             (double)rnnt_stream_frames_in(q->st) * info->frame_shift_s / info->subsampling);
     free(text);
-    char *out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *out = doc ? json_dumps(doc, REPLY_JSON_FLAGS) : NULL;
     json_decref(doc);
     return out;
 }
@@ -181,7 +181,7 @@ static int emit_results(sess *q, double t_in)
         char *t = NULL;
         json_t *doc = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", "numeric_error", "message",
                                 "decoding produced non-finite values; the stream stops");
-        if (doc) t = json_dumps(doc, JSON_COMPACT);
+        if (doc) t = json_dumps(doc, REPLY_JSON_FLAGS);
         json_decref(doc);
         post_final(q, t);
         pthread_mutex_lock(&q->mu);
@@ -228,7 +228,7 @@ static int emit_results(sess *q, double t_in)
 static void worker_post_error(sess *q, unsigned close_code, const char *code, const char *message)
 {
     json_t *doc = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "code", code, "message", message);
-    char *t = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *t = doc ? json_dumps(doc, REPLY_JSON_FLAGS) : NULL;
     json_decref(doc);
     post_final(q, t);
     pthread_mutex_lock(&q->mu);

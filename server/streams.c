@@ -91,7 +91,7 @@ static void send_json_text(sess *q, json_t *doc)
         json_decref(doc);
         return;
     }
-    char *t = json_dumps(doc, JSON_COMPACT);
+    char *t = json_dumps(doc, REPLY_JSON_FLAGS);
     json_decref(doc);
     if (!t) return;
     send_frame(q->conn, WS_OP_TEXT, t, strlen(t));

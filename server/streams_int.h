@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "reply.h"
 #include "streams.h"
 #include "ws.h"
 

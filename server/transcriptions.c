@@ -209,7 +209,7 @@ int oai_render(const oai_request *o, const rnnt_model *m, const rnnt_result *res
         *content_type = "text/plain; charset=utf-8";
     } else if (o->format == OAI_JSON) {
         json_t *doc = json_pack("{s:s}", "text", text);
-        *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        *body = doc ? json_dumps(doc, REPLY_JSON_FLAGS) : NULL;
         json_decref(doc);
         *content_type = "application/json";
     } else {
@@ -240,7 +240,7 @@ int oai_render(const oai_request *o, const rnnt_model *m, const rnnt_result *res
                     json_t *s = segments_json(res, w, nw);
                     ok = s && json_object_set_new(doc, "segments", s) == 0;
                 }
-                *body = ok ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+                *body = ok ? json_dumps(doc, REPLY_JSON_FLAGS) : NULL;
                 json_decref(doc);
                 *content_type = "application/json";
             }
