@@ -11,3 +11,5 @@ rnntd_fuzz_target(model fuzz_model.c LIBS rnnt_engine)
 # The HTTP head parser and chunked decoder (server/http_parse.c), from the transport branch.
 rnntd_fuzz_target(http fuzz_http.c LIBS rnntd_core)
 rnntd_fuzz_target(multipart fuzz_multipart.c LIBS rnntd_core)
+# The WebSocket frame parser (server/ws.c): at once = in pieces, caps, UTF-8, close codes.
+rnntd_fuzz_target(ws fuzz_ws.c LIBS rnntd_core)
