@@ -176,12 +176,18 @@ class Transcripts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.d = Daemon(model=SHIPPED, config="streaming:\n  tick_ms: 10\n")
-        cls.whole = {}
-        for name in SAMPLES:
-            with open(os.path.join(SHIPPED, "samples", name + ".npy"), "rb") as f:
-                st, _, doc = cls.d.transcribe(f.read(), "application/x-npy")
-            assert st == 200, doc
-            cls.whole[name] = doc["text"]
+        try:
+            cls.whole = {}
+            for name in SAMPLES:
+                with open(os.path.join(SHIPPED, "samples", name + ".npy"), "rb") as f:
+                    st, _, doc = cls.d.transcribe(f.read(), "application/x-npy")
+                assert st == 200, doc
+                cls.whole[name] = doc["text"]
+        except BaseException:
+            # unittest skips tearDownClass when setUpClass fails: stop the daemon here, or it outlives the test
+            cls.d.stop()
+            cls.d.close()
+            raise
 
     @classmethod
     def tearDownClass(cls):
