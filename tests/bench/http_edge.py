@@ -24,6 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 from harness import json_body, model_info, random_features  # noqa: E402
+from test_edge import exchange  # noqa: E402  (the edge test's send-and-read-until-close)
 
 
 def start(binary, model, config):
@@ -209,25 +210,10 @@ def main():
                 "obs-fold": b"GET /health/live HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n",
             }
             for name, data in probes.items():
-                s = socket.create_connection(("127.0.0.1", port), timeout=3)
-                s.sendall(data)
-                got, closed, t0 = b"", False, time.monotonic()
-                while True:
-                    try:
-                        d = s.recv(65536)
-                    except socket.timeout:
-                        break
-                    except ConnectionResetError:
-                        closed = True
-                        break
-                    if not d:
-                        closed = True
-                        break
-                    got += d
-                s.close()
+                got, closed, dt = exchange(port, data, read_timeout=3.0)
                 codes = re.findall(rb"HTTP/1\.[01] (\d{3})", got)
                 print("probe %-16s answers %s, closed by the server: %s, after %.0f ms, smuggled /metrics ran: %s" % (
-                    name, [c.decode() for c in codes], closed, (time.monotonic() - t0) * 1e3, b"rnntd_" in got))
+                    name, [c.decode() for c in codes], closed, dt * 1e3, b"rnntd_" in got))
 
         if "codings" not in skip:
             for te in ("xchunked", "chunked, identity", "identity, chunked"):
