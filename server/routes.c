@@ -47,45 +47,35 @@ typedef struct route {
     metrics_endpoint ep;
     unsigned flags;
     void (*handler)(route_req *r, const hp_request *req); /* R_AT_HEAD: at the head; else at the body's end */
+    int arg; /* the handler's own (info.c: which endpoint) */
 } route;
 
 static void begin_transcribe(route_req *r, const hp_request *req);
 static void stream_upgrade(route_req *r, const hp_request *req);
-#define INFO(fn) info_##fn##_h
-#define INFO_HANDLER(fn) \
-    static void info_##fn##_h(route_req *r, const hp_request *req) \
-    { \
-        (void)req; \
-        info_##fn(r); \
-    }
-INFO_HANDLER(health)
-INFO_HANDLER(live)
-INFO_HANDLER(ready)
-INFO_HANDLER(v2_live)
-INFO_HANDLER(v2_ready)
-INFO_HANDLER(v2_model)
-INFO_HANDLER(v2_model_ready)
-INFO_HANDLER(v2_unknown)
-INFO_HANDLER(metrics)
-INFO_HANDLER(captions)
+/* The read-only endpoints: info.c, by the table's argument. */
+static void info(route_req *r, const hp_request *req)
+{
+    (void)req;
+    info_serve(r, (info_endpoint)r->route->arg);
+}
 
 #define GETS (M_GET | M_HEAD), "GET, HEAD", "use GET"
 static const route g_routes[] = {
     /* Both transcription endpoints count as "transcribe" in the metrics. */
-    {"/v1/transcribe", M_POST, "POST", "use POST for /v1/transcribe", EP_TRANSCRIBE, R_AUTH | R_COUNTED | R_AT_HEAD, begin_transcribe},
+    {"/v1/transcribe", M_POST, "POST", "use POST for /v1/transcribe", EP_TRANSCRIBE, R_AUTH | R_COUNTED | R_AT_HEAD, begin_transcribe, 0},
     {"/v1/audio/transcriptions", M_POST, "POST", "use POST for /v1/audio/transcriptions", EP_TRANSCRIBE,
-     R_AUTH | R_COUNTED | R_AT_HEAD, begin_transcribe},
-    {"/v1/stream", M_GET, "GET", "use GET (a WebSocket upgrade) for /v1/stream", EP_OTHER, R_AUTH | R_AT_HEAD, stream_upgrade},
-    {"/health", GETS, EP_HEALTH, 0, INFO(health)},
-    {"/health/live", GETS, EP_HEALTH, 0, INFO(live)},
-    {"/health/ready", GETS, EP_HEALTH, 0, INFO(ready)},
-    {"/v2/health/live", GETS, EP_HEALTH, 0, INFO(v2_live)},
-    {"/v2/health/ready", GETS, EP_HEALTH, 0, INFO(v2_ready)},
-    {"/v2/models/{name}/ready", GETS, EP_HEALTH, 0, INFO(v2_model_ready)},
-    {"/v2/models/{name}", GETS, EP_HEALTH, 0, INFO(v2_model)},
-    {"/v2/*", GETS, EP_HEALTH, 0, INFO(v2_unknown)},
-    {"/metrics", GETS, EP_METRICS, 0, INFO(metrics)},
-    {"/captions", GETS, EP_OTHER, 0, INFO(captions)},
+     R_AUTH | R_COUNTED | R_AT_HEAD, begin_transcribe, 0},
+    {"/v1/stream", M_GET, "GET", "use GET (a WebSocket upgrade) for /v1/stream", EP_OTHER, R_AUTH | R_AT_HEAD, stream_upgrade, 0},
+    {"/health", GETS, EP_HEALTH, 0, info, INFO_HEALTH},
+    {"/health/live", GETS, EP_HEALTH, 0, info, INFO_LIVE},
+    {"/health/ready", GETS, EP_HEALTH, 0, info, INFO_READY},
+    {"/v2/health/live", GETS, EP_HEALTH, 0, info, INFO_V2_LIVE},
+    {"/v2/health/ready", GETS, EP_HEALTH, 0, info, INFO_V2_READY},
+    {"/v2/models/{name}/ready", GETS, EP_HEALTH, 0, info, INFO_V2_MODEL_READY},
+    {"/v2/models/{name}", GETS, EP_HEALTH, 0, info, INFO_V2_MODEL},
+    {"/v2/*", GETS, EP_HEALTH, 0, info, INFO_V2_UNKNOWN},
+    {"/metrics", GETS, EP_METRICS, 0, info, INFO_METRICS},
+    {"/captions", GETS, EP_OTHER, 0, info, INFO_CAPTIONS},
 };
 
 /* 1 when path matches pattern; a {name} is copied into param. A final {name} is one segment (no '/',

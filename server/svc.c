@@ -373,6 +373,20 @@ int svc_load(srv *s, char *err, size_t errlen)
     return 0;
 }
 
+/* Makes e and a current; the previous generation is freed once the last request validated against
+ * it is answered, the previous token at once. */
+static void swap_current(srv *s, eng *e, auth *a)
+{
+    pthread_mutex_lock(&s->mu);
+    eng *old_eng = s->engine;
+    auth *old_auth = s->auth;
+    s->engine = e;
+    s->auth = a;
+    pthread_mutex_unlock(&s->mu);
+    eng_unref(old_eng);
+    auth_free(old_auth);
+}
+
 void svc_reload(srv *s, cfg *nc, int config_ok, const char *config_err)
 {
     char err[1024];
@@ -399,15 +413,8 @@ void svc_reload(srv *s, cfg *nc, int config_ok, const char *config_err)
         size_t sz = k->type == CFG_T_STR ? k->size : sizeof(long long);
         memcpy((char *)&s->c + k->offset, (const char *)nc + k->offset, sz);
     }
-    pthread_mutex_lock(&s->mu);
-    eng *old_eng = s->engine;
-    auth *old_auth = s->auth;
-    s->engine = ne;
-    s->auth = na;
-    pthread_mutex_unlock(&s->mu);
+    swap_current(s, ne, na);
     cfg_apply(&old, &s->c, &g_hooks, s);
-    eng_unref(old_eng); /* freed once the last request validated against it is answered */
-    auth_free(old_auth);
     atomic_fetch_add(&s->reloads_ok, 1);
     engine_ready(s, ne, "reloaded");
 }
@@ -467,14 +474,7 @@ void svc_stop(srv *s)
     metrics_set_sched(NULL);
     sched_free(s->sched);
     s->sched = NULL;
-    pthread_mutex_lock(&s->mu);
-    eng *last = s->engine;
-    auth *a = s->auth;
-    s->engine = NULL;
-    s->auth = NULL;
-    pthread_mutex_unlock(&s->mu);
-    eng_unref(last);
-    auth_free(a);
+    swap_current(s, NULL, NULL);
 }
 
 /* ---- requests ---- */
