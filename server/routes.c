@@ -237,71 +237,6 @@ static void req_free(route_req *r)
 
 /* ---- POST /v1/transcribe and /v1/audio/transcriptions ---- */
 
-static req_ctype media_type(const char *ct)
-{
-    if (!ct) return CT_NONE;
-    while (*ct == ' ') ct++;
-    size_t n = strcspn(ct, "; \t");
-    if (n == strlen("application/json") && strncasecmp(ct, "application/json", n) == 0) return CT_JSON;
-    if (n == strlen("application/x-npy") && strncasecmp(ct, "application/x-npy", n) == 0) return CT_NPY;
-    if (n == strlen("application/octet-stream") && strncasecmp(ct, "application/octet-stream", n) == 0) return CT_OCTET;
-    if (n == strlen("multipart/form-data") && strncasecmp(ct, "multipart/form-data", n) == 0) return CT_MULTIPART;
-    if (audio_body_is_audio_type(ct)) return CT_AUDIO;
-    return CT_NONE;
-}
-
-/* Percent-decodes src[0..n) into dst (at least n + 1 bytes), '+' as space; -1 on a bad escape. */
-static int url_decode(char *dst, const char *src, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = src[i];
-        if (ch == '+') {
-            ch = ' ';
-        } else if (ch == '%') {
-            int v = 0;
-            for (int j = 1; j <= 2; j++) {
-                char h = i + (size_t)j < n ? src[i + (size_t)j] : '\0';
-                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-                if (d < 0) return -1;
-                v = v * 16 + d;
-            }
-            if (v == 0) return -1;
-            ch = (char)v;
-            i += 2;
-        }
-        dst[k++] = ch;
-    }
-    dst[k] = '\0';
-    return 0;
-}
-
-/* The query string's parameters, each through body_query_param (a name without '=' has no value). */
-static int parse_query(route_req *r, const char *query)
-{
-    const char *p = query;
-    while (*p) {
-        size_t n = strcspn(p, "&");
-        if (n > 0) {
-            char key[128], val[256];
-            size_t kn = strcspn(p, "=");
-            int has_val = kn < n;
-            if (!has_val) kn = n;
-            size_t vn = has_val ? n - kn - 1 : 0;
-            if (kn >= sizeof key || vn >= sizeof val || url_decode(key, p, kn) ||
-                (has_val && url_decode(val, p + kn + 1, vn))) {
-                srv_err_set(&r->err, 400, "invalid_parameter", "malformed query string");
-                return -1;
-            }
-            if (body_query_param(key, has_val ? val : NULL, &r->opts, &r->err)) return -1;
-        }
-        p += n;
-        if (*p == '&') p++;
-    }
-    return 0;
-}
-
-
 /* At the head of a transcription: everything that can be refused before the body. */
 static void begin_transcribe(route_req *r, const hp_request *req)
 {
@@ -311,13 +246,13 @@ static void begin_transcribe(route_req *r, const hp_request *req)
         route_send_err(r, &e, NULL, 0);
         return;
     }
-    if (parse_query(r, req->query)) {
+    if (body_parse_query(req->query, &r->opts, &r->err)) {
         route_send_err(r, &r->err, NULL, 0);
         return;
     }
     r->oai = strcmp(req->path, "/v1/audio/transcriptions") == 0;
     const char *ctype = hp_header_get(req, "Content-Type");
-    r->ct = media_type(ctype);
+    r->ct = body_media_type(ctype);
     if (r->oai) {
         char why[160];
         if (r->ct != CT_MULTIPART) {

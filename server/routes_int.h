@@ -19,8 +19,6 @@
 #include "workq.h"
 
 typedef enum { PH_NEW = 0, PH_BODY, PH_PREP, PH_PREPARED, PH_QUEUED, PH_DONE, PH_REPLIED } req_phase;
-/* CT_AUDIO: an audio type (audio_body.h); CT_OCTET: application/octet-stream, told apart by its magic bytes. */
-typedef enum { CT_NONE = 0, CT_JSON, CT_NPY, CT_AUDIO, CT_OCTET, CT_MULTIPART } req_ctype;
 
 #define ROUTE_PARAM_MAX 128
 
