@@ -737,6 +737,7 @@ int main(void)
         g_backend = RNNT_BACKEND_CUDA;
         if (pr && !strcmp(pr, "fp16")) g_precision = RNNT_PRECISION_FP16;
         printf("backend cuda, %s\n", g_precision == RNNT_PRECISION_FP16 ? "fp16" : "fp32");
+        if (getenv("RNNT_TEST_ONLY")) cmocka_set_test_filter(getenv("RNNT_TEST_ONLY")); /* e.g. under a sanitizer */
         const struct CMUnitTest gpu_tests[] = {
             cmocka_unit_test(test_golden_models),          cmocka_unit_test(test_generated_models),
             cmocka_unit_test(test_shipped_model),          cmocka_unit_test(test_chunk_larger_than_runner),
