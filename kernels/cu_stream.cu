@@ -372,6 +372,8 @@ struct cu_streams {
     int *out_dev, *h_out, *h_active;
     size_t out_ints;
     cudaEvent_t ev[4];
+    cudaEvent_t ev_wait; /* blocking-sync event: a worker waiting for the GPU sleeps instead of spinning
+                            (a daemon runs many stream workers beside the transport and the frontend) */
     plan *pl;          /* [max_batch] */
     int *fresh_slot;   /* [max_batch] */
 };
@@ -386,6 +388,7 @@ static void pool_destroy(cu_streams *c)
     if (c->h_out) cudaFreeHost(c->h_out);
     for (int i = 0; i < 4; i++)
         if (c->ev[i]) cudaEventDestroy(c->ev[i]);
+    if (c->ev_wait) cudaEventDestroy(c->ev_wait);
     free(c->free_list);
     free(c->pl);
     free(c->fresh_slot);
@@ -594,6 +597,7 @@ rnnt_status cu_streams_create(const struct rnnt_model *m, const cu_weights *w, c
     if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&c->h_meta, al(c->meta_ints * 4) + c->raw_floats * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&c->h_out, (c->out_ints + 64) * 4, cudaHostAllocDefault);
     for (int i = 0; i < 4 && ce == cudaSuccess; i++) ce = cudaEventCreate(&c->ev[i]);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&c->ev_wait, cudaEventBlockingSync | cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaStreamSynchronize(s);
     if (ce != cudaSuccess) {
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: %.1f MiB of stream buffers for %d streams x %d frames: %s",
@@ -664,6 +668,14 @@ meta_view meta_of(int *base, int B, int n_enc)
     for (int l = 0; l <= n_enc; l++) v.rows[l] = base + (size_t)(4 + l) * B;
     for (int l = 0; l < n_enc; l++) v.remr[l] = base + (size_t)(5 + n_enc + l) * B;
     return v;
+}
+
+/* Waits for everything enqueued on the runner's stream, sleeping. */
+rnnt_status wait_stream(cu_streams *c, char *err, size_t errlen)
+{
+    CU_TRY(cudaEventRecord(c->ev_wait, c->s));
+    CU_TRY(cudaEventSynchronize(c->ev_wait));
+    return RNNT_OK;
 }
 
 dim3 grid2(int cols, int rows) { return dim3((unsigned)cu_div_up(cols, 128), (unsigned)rows); }
@@ -797,7 +809,7 @@ rnnt_status enqueue_decoder(cu_streams *c, int nb, const meta_view &dv, int Te, 
             }
             iters += kUnroll;
             CU_TRY(cudaMemcpyAsync(c->h_active, c->st.counts + 1, sizeof(int), cudaMemcpyDeviceToHost, c->s));
-            CU_TRY(cudaStreamSynchronize(c->s));
+            RNNT_TRY(wait_stream(c, err, errlen));
             if (*c->h_active == 0) break;
             if (iters > c->rule.max_iters + kUnroll)
                 return cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: stream decoding did not end after %d steps", iters);
@@ -883,7 +895,7 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
     CU_TRY(cudaEventRecord(c->ev[2], c->s));
     const size_t row = 8 + 3 * (size_t)c->cap;
     CU_TRY(cudaMemcpyAsync(c->h_out, c->out_dev, (size_t)n * row * sizeof(int), cudaMemcpyDeviceToHost, c->s));
-    CU_TRY(cudaStreamSynchronize(c->s));
+    RNNT_TRY(wait_stream(c, err, errlen));
 
     for (int b = 0; b < n; b++) {
         struct rnnt_stream *s = st[b];
