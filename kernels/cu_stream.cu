@@ -695,12 +695,13 @@ rnnt_status enqueue_encoder(cu_streams *c, int nb, const meta_view &dv, const in
         const cu_lstm_w *L = &w->enc[l];
         const int H = L->hidden, hp = L->hp, Tl = T[l], last = l == w->n_enc - 1;
         void *y = c->buf[0] == in ? c->buf[1] : c->buf[0];
+        /* Gathered and scattered also without new rows: a fresh slot's state is zeroed that way. */
+        k_enc_gather<S><<<grid2(hp, nb), 128, 0, c->s>>>(hp, dv.slot, dv.fresh, pool, rec, c->lay.enc_h[l], c->lay.enc_c[l],
+                                                         (S *)c->hs, c->c);
+        CU_TRY_LAUNCH();
         if (Tl > 0) {
             RNNT_TRY(cu_gemm_rows(c->blas, w->dt, nb * Tl, 4 * H, L->in_w, in, L->in_w, L->w_ih, L->in_w, c->xproj, 0, L->g4,
                                   c->p.r_in, err, errlen));
-            k_enc_gather<S><<<grid2(hp, nb), 128, 0, c->s>>>(hp, dv.slot, dv.fresh, pool, rec, c->lay.enc_h[l], c->lay.enc_c[l],
-                                                             (S *)c->hs, c->c);
-            CU_TRY_LAUNCH();
             for (int t = 0; t < Tl; t++) {
                 RNNT_TRY(cu_gemm_rows(c->blas, w->dt, nb, 4 * H, hp, c->hs, hp, L->w_hh, hp, c->hproj, 1, L->g4, c->p.r_rec,
                                       err, errlen));
@@ -709,10 +710,10 @@ rnnt_status enqueue_encoder(cu_streams *c, int nb, const meta_view &dv, const in
                                            (char *)y + (size_t)t * hp * esz, (size_t)Tl * hp, c->hs, hp, dv.rows[l], t, err,
                                            errlen));
             }
-            k_enc_scatter<S><<<grid2(hp, nb), 128, 0, c->s>>>(hp, dv.slot, c->pool, rec, c->lay.enc_h[l], c->lay.enc_c[l],
-                                                              (const S *)c->hs, c->c);
-            CU_TRY_LAUNCH();
         }
+        k_enc_scatter<S><<<grid2(hp, nb), 128, 0, c->s>>>(hp, dv.slot, c->pool, rec, c->lay.enc_h[l], c->lay.enc_c[l],
+                                                          (const S *)c->hs, c->c);
+        CU_TRY_LAUNCH();
         if (last) {
             in = y;
             break;
@@ -800,14 +801,17 @@ rnnt_status enqueue_decoder(cu_streams *c, int nb, const meta_view &dv, int Te, 
     RNNT_TRY(pred_state<S>(c, nb, dv, 0, err, errlen));
     RNNT_TRY(enqueue_pred(c, nb, err, errlen)); /* the pending labels (the start symbol of a new stream) */
     if (Te > 0)
-        for (int iters = 0;;) {
-            for (int u = 0; u < kUnroll; u++) {
+        /* The first look after Te + 2 steps (a chunk of Te frames with a token or two needs about that
+         * many), then every kUnroll: a look costs a copy and a wait, a step past the end a few idle
+         * launches. */
+        for (int iters = 0, group = Te + 2;; group = kUnroll) {
+            for (int u = 0; u < group; u++) {
                 RNNT_TRY(enqueue_joint<S>(c, nb, Te, err, errlen));
                 k_stream_update<<<1, kScanThreads, 0, c->s>>>(nb, c->rule, c->st, c->pk, c->probs);
                 CU_TRY_LAUNCH();
                 RNNT_TRY(enqueue_pred(c, nb, err, errlen));
             }
-            iters += kUnroll;
+            iters += group;
             CU_TRY(cudaMemcpyAsync(c->h_active, c->st.counts + 1, sizeof(int), cudaMemcpyDeviceToHost, c->s));
             RNNT_TRY(wait_stream(c, err, errlen));
             if (*c->h_active == 0) break;
