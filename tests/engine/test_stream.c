@@ -617,6 +617,52 @@ static void test_numeric_failure(void **state)
     tu_rmdir(dir);
 }
 
+/* A stream bound to a backend that keeps its state on a device (the CUDA backend's slot, stream.h dev)
+ * is refused by another backend, unchanged, and rnnt_stream_free gives the slot back once. */
+static int g_released, g_released_slot;
+static void fake_release(void *owner, int slot)
+{
+    g_released++;
+    g_released_slot = slot + (owner == &g_released ? 1000 : 0);
+}
+
+static void test_device_binding(void **state)
+{
+    rnnt_model *m = load_shipped();
+    char err[512];
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 2;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_stream *s[2];
+    for (int i = 0; i < 2; i++)
+        if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
+    float x[6 * 80];
+    for (int i = 0; i < 6 * 80; i++) x[i] = 0.125f * (float)(i % 5);
+    for (int i = 0; i < 2; i++)
+        if (rnnt_stream_accept_features(s[i], x, 6, 80, 0, err, sizeof err)) fail_msg("%s", err);
+    static const int other_backend = 0;
+    s[1]->dev.ops = &other_backend;
+    s[1]->dev.owner = &g_released;
+    s[1]->dev.slot = 7;
+    s[1]->dev.release = fake_release;
+    assert_int_equal(rnnt_runner_advance_streams(r, 2, s, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "stream 1's state lives on another backend's device"));
+    assert_int_equal(rnnt_stream_pending_frames(s[0]), 6); /* nothing advanced */
+    assert_int_equal(rnnt_stream_pending_frames(s[1]), 6);
+    assert_int_equal(rnnt_runner_advance_streams(r, 1, s, NULL, err, sizeof err), RNNT_OK);
+    assert_int_equal(rnnt_stream_pending_frames(s[0]), 0);
+    g_released = 0;
+    rnnt_stream_free(s[0]);
+    assert_int_equal(g_released, 0);
+    rnnt_stream_free(s[1]);
+    assert_int_equal(g_released, 1);
+    assert_int_equal(g_released_slot, 1007);
+    rnnt_runner_free(r);
+    rnnt_model_free(m);
+}
+
 /* Audio: the shipped samples' WAVs fed as samples in chunks of 160 (the hop), 333 (not aligned),
  * random 0..4000 and 1 sample at a time (advancing every 997 samples), float and 16-bit, all four in
  * one batch: the final results equal the whole-utterance decode of rnnt_frontend_compute_f32's
@@ -749,7 +795,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_chunks_bitwise), cmocka_unit_test(test_golden_models),      cmocka_unit_test(test_generated_models), cmocka_unit_test(test_shipped_model),
         cmocka_unit_test(test_chunk_larger_than_runner), cmocka_unit_test(test_empty_and_zero_chunks), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_numeric_failure), cmocka_unit_test(test_audio_streams),
+        cmocka_unit_test(test_numeric_failure), cmocka_unit_test(test_audio_streams), cmocka_unit_test(test_device_binding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
