@@ -145,7 +145,7 @@ static void *watchdog_main(void *arg)
             log_msg(LOG_ERROR, "msg=\"worker stuck in a batch past batching.worker_deadline_s; watchdog pings stop\" hung=%d",
                     st.hung);
             notify_send("STATUS=unhealthy: %d worker(s) stuck past batching.worker_deadline_s (%lld s); "
-                        "watchdog pings stopped", st.hung, s->c.worker_deadline_s);
+                        "watchdog pings stopped", st.hung, (long long)st.worker_deadline_s);
         }
         pthread_mutex_lock(&g_wd.mu);
         struct timespec ts;
