@@ -3,14 +3,17 @@
  *   - the engine generations (svc.c): a loaded model plus one warmed-up runner per worker, reference-
  *     counted, built at start and again on SIGHUP while the previous one finishes its requests;
  *   - the scheduler (scheduler.h) and its batch executor (svc_run: a batch on worker i's runner);
- *   - every limit of the request path, each read from the configuration in exactly one place
- *     (svc_apply, called through the config table's per-key apply hooks, cfg.h): body and JSON
- *     sizes, audio seconds, bytes held, the upload deadline, queue and batching policy, logging.
+ *   - every limit of the request path, each read from the configuration in exactly one place: the
+ *     hook the config table names for its key (cfg.h, cfg_apply; the hooks are in svc.c), called
+ *     at start and on SIGHUP: body and JSON sizes, audio seconds, bytes held, the upload deadline,
+ *     the drain timeout, queue and batching policy, logging.
  *     batching.max_batch and limits.max_frames are read once per generation, into its runners'
  *     parameters (rnnt_runner_params), and nowhere else; RNNT_MAX_BATCH (rnnt.h) is their one cap;
  *   - admission (draining, not ready, bearer token), the counters of requests and bytes in flight,
  *     and the state snapshot that health and metrics answers are built from (svc_snapshot).
- * Layer 2 (routes.c) calls only svc_* and eng_* getters; it reads no server atomics of its own.
+ * Layer 2 (routes.c, info.c) calls only svc_* and eng_* getters; it reads no server atomics of its own.
+ * The stream service (streams.h) takes generations the same way (svc_engine) and reads its own
+ * restart-only streaming.* keys once, at strm_start.
  *
  * Thread-safety: every function may be called from any thread unless it says otherwise. The current
  * generation and the token are swapped under srv.mu (svc_reload on the main thread) and read by
