@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
     /* input projection of steps [t0, t0 + C) (li > 0): x = fp16(W_ih in) per (step, row) column */
     auto chunk_proj = [&](int t0) {
         const wlayer &Lp = P.L[li - 1];
-        const int s = L.s, in_w = L.in_w, nk = in_w / 16;
+        const int s = L.s, in_w = L.in_w, nk = (in_w + 15) / 16; /* in_w is a multiple of 8, not always of 16 */
         const int cs = Trun - t0 < C ? Trun - t0 : C, ncols = cs * nb;
         int need = (t0 + cs) * s;
         need = need < Tprev_run ? need : Tprev_run;
@@ -191,18 +191,19 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
 #pragma unroll 2
             for (int ks = w; ks < nk; ks += WARPS) {
                 const int k = ks * 16 + 2 * q;
+                const bool k0 = k < in_w, k1 = k + 8 < in_w; /* the second half of the last k16 step may be past in_w */
                 uint32_t a[2][4];
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++) {
                     const int ra = 2 * mt, rb = 2 * mt + 1;
-                    a[mt][0] = wro[ra] >= 0 ? __ldg((const unsigned *)(L.w_ih + wro[ra] + k)) : 0u;
-                    a[mt][1] = wro[rb] >= 0 ? __ldg((const unsigned *)(L.w_ih + wro[rb] + k)) : 0u;
-                    a[mt][2] = wro[ra] >= 0 ? __ldg((const unsigned *)(L.w_ih + wro[ra] + k + 8)) : 0u;
-                    a[mt][3] = wro[rb] >= 0 ? __ldg((const unsigned *)(L.w_ih + wro[rb] + k + 8)) : 0u;
+                    a[mt][0] = wro[ra] >= 0 && k0 ? __ldg((const unsigned *)(L.w_ih + wro[ra] + k)) : 0u;
+                    a[mt][1] = wro[rb] >= 0 && k0 ? __ldg((const unsigned *)(L.w_ih + wro[rb] + k)) : 0u;
+                    a[mt][2] = wro[ra] >= 0 && k1 ? __ldg((const unsigned *)(L.w_ih + wro[ra] + k + 8)) : 0u;
+                    a[mt][3] = wro[rb] >= 0 && k1 ? __ldg((const unsigned *)(L.w_ih + wro[rb] + k + 8)) : 0u;
                 }
 #pragma unroll
                 for (int n = 0; n < 2; n++) {
-                    const bool v0 = base[n] + k / hp < lim[n], v1 = base[n] + (k + 8) / hp < lim[n];
+                    const bool v0 = k0 && base[n] + k / hp < lim[n], v1 = k1 && base[n] + (k + 8) / hp < lim[n];
                     const uint32_t b0 = v0 ? __ldcg((const unsigned *)(Lp.y + src[n] + k)) : 0u;
                     const uint32_t b1 = v1 ? __ldcg((const unsigned *)(Lp.y + src[n] + k + 8)) : 0u;
 #pragma unroll
