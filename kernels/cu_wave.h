@@ -24,7 +24,7 @@
 
 #include "cu_common.h"
 
-#define CU_WAVE_MAX_LAYERS 4
+#define CU_WAVE_MAX_LAYERS 5
 #define CU_WAVE_CHUNK_DEFAULT 16
 
 typedef struct {
