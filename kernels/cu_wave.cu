@@ -157,7 +157,12 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
     auto chunk_proj = [&](int t0) {
         const wlayer &Lp = P.L[li - 1];
         const int s = L.s, in_w = L.in_w, nk = (in_w + 15) / 16; /* in_w is a multiple of 8, not always of 16 */
-        const int cs = Trun - t0 < C ? Trun - t0 : C, ncols = cs * nb;
+        /* columns (step, row) of the rows still live at t0 only: an encoder bucket of 8 slots holding one
+         * utterance projects 1 row, not 8 */
+        unsigned live = 0;
+        for (int b = 0; b < nb; b++) live |= L.len[b] > t0 ? 1u << b : 0u;
+        const int nl = __popc(live), cs = Trun - t0 < C ? Trun - t0 : C, ncols = cs * nl;
+        auto row_of = [&](int col) { return (int)__fns(live, 0, col % nl + 1); }; /* the (col % nl)-th live row */
         int need = (t0 + cs) * s;
         need = need < Tprev_run ? need : Tprev_run;
         if (tid == 0 && need > 0) spin_until(P.ctl + LINE * (2 * li - 1), nblk * (unsigned)need);
@@ -183,7 +188,7 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
             for (int n = 0; n < 2; n++) {
                 const int col = c0 + n * 8 + g;
                 const bool cv = col < ncols;
-                const int tl = cv ? col / nb : 0, b = cv ? col % nb : 0, tt = t0 + tl;
+                const int tl = cv ? col / nl : 0, b = cv ? row_of(col) : 0, tt = t0 + tl;
                 src[n] = (int)(b * Lp.ldy_b + (size_t)tt * s * hp);
                 base[n] = tt * s;
                 lim[n] = cv ? Lp.len[b] : 0;
@@ -229,7 +234,8 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
                 float sum = p[0];
 #pragma unroll
                 for (int k = 1; k < WARPS; k++) sum = __fadd_rn(sum, p[(size_t)k * CCOLS * RS]);
-                xin[(size_t)(c0 + col) * 32 + R] = __float2half_rn(sum);
+                const int cc = c0 + col;
+                xin[((size_t)(cc / nl) * nb + row_of(cc)) * 32 + R] = __float2half_rn(sum);
             }
             __syncthreads();
         }
