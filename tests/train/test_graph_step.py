@@ -5,20 +5,17 @@ plain batch (float64, CPU; the CUDA graph itself replays the same kernels and ru
 bench_step.py --modes fn,graph compares the two there)."""
 import os
 import random
-import sys
 import unittest
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-sys.path.insert(0, os.path.join(ROOT, "models"))
-import model as train_model  # noqa: E402
-from data import FeaturePool  # noqa: E402
-from graph_step import GraphedStep  # noqa: E402
-from loss import multiblank_rnnt_loss  # noqa: E402
-from rnntd_ref.config import load_config  # noqa: E402
+from rnntd_ref.config import load_config
+from rnntd_train import model as train_model
+from rnntd_train.data import FeaturePool
+from rnntd_train.graph_step import GraphedStep
+from rnntd_train.loss import multiblank_rnnt_loss
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 MODEL_YAML = os.path.join(ROOT, "models", "train", "en-char-small.yaml")
 
 
