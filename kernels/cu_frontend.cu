@@ -25,6 +25,8 @@ const int kFusedPoints = 2048;
 const int kFusedMaxFpb = 32;
 const int kFusedThreads = 256;
 const int kFusedMaxNfft = 4096;
+/* s_flags of a frame in fe_fused_kernel */
+const int kFrameLive = 1, kFrame16 = 2, kFrameAligned = 4, kFrameFirst = 8;
 
 /* Per utterance, uploaded at the head of the PCM buffer. */
 struct fe_utt {
@@ -144,61 +146,92 @@ __device__ __forceinline__ int utt_of_frame(const fe_utt *utt, int n, int g)
     return lo;
 }
 
-/* Sample j of frame g of utterance u, pre-emphasised and windowed, rounded as fe_frame_kernel does. */
-__device__ __forceinline__ float framed_sample(const char *buf, const fe_utt &u, long long t, int j, float a,
-                                               const float *window)
+/* Sample idx of a frame whose first sample is at p: 16-bit (2-byte aligned), aligned float, or float at
+ * a 2-byte aligned address (after an odd-length 16-bit segment). */
+__device__ __forceinline__ float frame_sample(const char *p, int flags, int idx)
 {
-    float x = load_sample(buf, u, t);
-    float y = (a != 0.0f && t > 0) ? __fsub_rn(x, __fmul_rn(a, load_sample(buf, u, t - 1))) : x;
-    return __fmul_rn(y, window[j]);
+    if (flags & kFrame16) return __fmul_rn((float)((const short *)p)[idx], 1.0f / 32768.0f);
+    if (flags & kFrameAligned) return ((const float *)p)[idx];
+    float v;
+    memcpy(&v, p + 4 * idx, 4);
+    return v;
 }
 
 /* Everything of fpb frames in one block, nothing but the PCM read and the features written through
- * device memory: framing + pre-emphasis + window packed as M = n_fft / 2 complex points per frame,
- * the Stockham FFT stages between two shared buffers (cu_fe_fft.h), the real bins' |X|^power into
- * shared memory, then each mel's sparse sum in double in the CPU's order, floored and logged, as
- * fe_mel_kernel. */
+ * device memory: framing + pre-emphasis + window packed as M = n_fft / 2 = 2^lM complex points per
+ * frame, the Stockham FFT stages between two shared buffers (cu_fe_fft.h), the real bins' |X|^power
+ * into shared memory, then each mel's sparse sum in double in the CPU's order, floored and logged, as
+ * fe_mel_kernel. Each float operation the CPU rounds separately is rounded separately, as in
+ * fe_frame_kernel (y[0] = x[0], y[t] = x[t] - a x[t-1] with t counted from the utterance's start). */
 __global__ void __launch_bounds__(kFusedThreads)
-    fe_fused_kernel(const char *buf, const fe_utt *utt, int n, int total, int fpb, int win, int hop, int M, float a,
+    fe_fused_kernel(const char *buf, const fe_utt *utt, int n, int total, int fpb, int win, int hop, int lM, float a,
                     const float *window, const fe_cpx *tw, int F, float power, float log_floor, const int *mel_lo,
                     const int *mel_hi, const int *mel_off, const float *mel_w, float *out)
 {
     extern __shared__ fe_cpx fbuf[]; /* [2][fpb][M] */
-    __shared__ int fu[kFusedMaxFpb];
-    int g0 = blockIdx.x * fpb, tid = threadIdx.x;
-    if (tid < fpb) fu[tid] = g0 + tid < total ? utt_of_frame(utt, n, g0 + tid) : -1;
+    __shared__ long long s_byte[kFusedMaxFpb]; /* the frame's first sample, from buf */
+    __shared__ int s_flags[kFusedMaxFpb];
+    const int M = 1 << lM, g0 = blockIdx.x * fpb, tid = threadIdx.x;
+    if (tid < fpb) {
+        int g = g0 + tid, fl = 0;
+        long long by = 0;
+        if (g < total) {
+            const fe_utt u = utt[utt_of_frame(utt, n, g)];
+            long long t0 = (long long)(g - u.frame_start) * hop;
+            by = u.byte_off + t0 * (u.is16 ? 2 : 4);
+            fl = kFrameLive | (u.is16 ? kFrame16 : 0) | ((u.byte_off & 3) == 0 ? kFrameAligned : 0) |
+                 (t0 == 0 ? kFrameFirst : 0);
+        }
+        s_byte[tid] = by;
+        s_flags[tid] = fl;
+    }
     __syncthreads();
-    fe_cpx *src = fbuf, *dst = fbuf + (size_t)fpb * M;
-    for (int i = tid; i < fpb * M; i += blockDim.x) {
-        int lf = i / M, j = 2 * (i - lf * M);
+    fe_cpx *src = fbuf, *dst = fbuf + ((size_t)fpb << lM);
+    for (int i = tid; i < fpb << lM; i += blockDim.x) {
+        int lf = i >> lM, j = 2 * (i & (M - 1)), fl = s_flags[lf];
         fe_cpx v = {0.0f, 0.0f};
-        if (fu[lf] >= 0) {
-            const fe_utt u = utt[fu[lf]];
-            long long t = (long long)(g0 + lf - u.frame_start) * hop + j;
-            if (j < win) v.x = framed_sample(buf, u, t, j, a, window);
-            if (j + 1 < win) v.y = framed_sample(buf, u, t + 1, j + 1, a, window);
+        if ((fl & kFrameLive) && j < win) {
+            const char *p = buf + s_byte[lf];
+            float x0 = frame_sample(p, fl, j);
+            /* t = 0 of the utterance keeps x[0]; before any other sample lies its predecessor */
+            float y0 = (a != 0.0f && (j > 0 || !(fl & kFrameFirst))) ? __fsub_rn(x0, __fmul_rn(a, frame_sample(p, fl, j - 1)))
+                                                                      : x0;
+            v.x = __fmul_rn(y0, window[j]);
+            if (j + 1 < win) {
+                float x1 = frame_sample(p, fl, j + 1);
+                float y1 = a != 0.0f ? __fsub_rn(x1, __fmul_rn(a, x0)) : x1;
+                v.y = __fmul_rn(y1, window[j + 1]);
+            }
         }
         src[i] = v;
     }
     __syncthreads();
-    for (int Ns = 1; Ns < M;) {
-        int R = fe_fft_radix(M, Ns), q = M / R;
-        for (int i = tid; i < fpb * q; i += blockDim.x) {
-            int lf = i / q;
-            fe_fft_stage_item(src + (size_t)lf * M, dst + (size_t)lf * M, tw, M, Ns, R, i - lf * q);
+    for (int lNs = 0; lNs < lM;) {
+        int lR = fe_fft_lradix(lM, lNs), lq = lM - lR;
+        for (int i = tid; i < fpb << lq; i += blockDim.x) {
+            int lf = i >> lq;
+            fe_fft_stage_item(src + ((size_t)lf << lM), dst + ((size_t)lf << lM), tw, lM, lNs, lR, i & ((1 << lq) - 1));
         }
         __syncthreads();
         fe_cpx *t = src;
         src = dst;
         dst = t;
-        Ns *= R;
+        lNs += lR;
     }
-    /* |X|^power of the M + 1 bins into the other buffer (fpb (M + 1) floats fit in fpb M complex) */
+    /* |X|^power of the M + 1 bins into the other buffer (fpb (M + 1) floats fit in fpb M complex): bins
+     * k < M by all threads, the Nyquist bin M by one thread per frame */
     float *p = (float *)dst;
-    int nb = M + 1;
-    for (int i = tid; i < fpb * nb; i += blockDim.x) {
-        int lf = i / nb, k = i - lf * nb;
-        fe_cpx v = fe_fft_real_bin(src + (size_t)lf * M, tw, M, k);
+    const int nb = M + 1;
+    for (int i = tid; i < (fpb << lM) + fpb; i += blockDim.x) {
+        int lf, k;
+        if (i < fpb << lM) {
+            lf = i >> lM;
+            k = i & (M - 1);
+        } else {
+            lf = i - (fpb << lM);
+            k = M;
+        }
+        fe_cpx v = fe_fft_real_bin(src + ((size_t)lf << lM), tw, M, k);
         float s;
         if (power == 2.0f) {
             s = __fadd_rn(__fmul_rn(v.x, v.x), __fmul_rn(v.y, v.y));
@@ -206,17 +239,18 @@ __global__ void __launch_bounds__(kFusedThreads)
             float m = hypotf(v.x, v.y);
             s = power == 1.0f ? m : powf(m, power);
         }
-        p[i] = s;
+        p[lf * nb + k] = s;
     }
     __syncthreads();
     for (int i = tid; i < fpb * F; i += blockDim.x) {
         int lf = i / F, m = i - lf * F;
-        if (fu[lf] < 0) continue;
+        if (!(s_flags[lf] & kFrameLive)) continue;
         const float *w = mel_w + mel_off[m];
         const float *pf = p + (size_t)lf * nb;
         int lo = mel_lo[m], e = mel_hi[m] - lo;
         double acc = 0.0;
-        for (int k = 0; k < e; k++) acc = __dadd_rn(acc, (double)w[k] * (double)pf[lo + k]);
+        /* the product of two floats is exact in double, so the fma rounds once, as the CPU's add */
+        for (int k = 0; k < e; k++) acc = __fma_rn((double)w[k], (double)pf[lo + k], acc);
         float mel = (float)acc;
         out[(size_t)(g0 + lf) * F + m] = logf(mel > log_floor ? mel : log_floor);
     }
@@ -411,10 +445,11 @@ rnnt_status cu_audio_fe_run(cu_audio_fe *f, int n, const rnnt_audio_input *in, c
     CU_TRY(cudaEventRecord(f->ev_k0, f->s));
     const fe_utt *utt = (const fe_utt *)f->d_buf;
     if (f->fused && total > 0) {
-        int M = f->nfft / 2;
-        size_t smem = sizeof(fe_cpx) * 2 * (size_t)f->fpb * M;
+        int lM = 0;
+        while ((2 << lM) < f->nfft) lM++; /* M = n_fft / 2 = 2^lM */
+        size_t smem = sizeof(fe_cpx) * 2 * ((size_t)f->fpb << lM);
         fe_fused_kernel<<<(total + f->fpb - 1) / f->fpb, kFusedThreads, smem, f->s>>>(
-            f->d_buf, utt, n, total, f->fpb, f->win, f->hop, M, f->preemph, f->d_window, f->d_tw, f->F, f->power,
+            f->d_buf, utt, n, total, f->fpb, f->win, f->hop, lM, f->preemph, f->d_window, f->d_tw, f->F, f->power,
             f->log_floor, f->d_lo, f->d_hi, f->d_off, f->d_w, out_dev);
         CU_TRY_LAUNCH();
     }

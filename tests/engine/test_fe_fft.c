@@ -29,15 +29,17 @@ static void twin_rfft(const float *x, int n, const fe_cpx *tw, fe_cpx *X)
     assert_non_null(b);
     for (int i = 0; i < M; i++) a[i] = (fe_cpx){x[2 * i], x[2 * i + 1]};
     fe_cpx *src = a, *dst = b;
-    for (int Ns = 1; Ns < M;) {
-        int R = fe_fft_radix(M, Ns);
+    int lM = 0;
+    while ((1 << lM) < M) lM++;
+    for (int lNs = 0; lNs < lM;) {
+        int lR = fe_fft_lradix(lM, lNs);
         for (int i = 0; i < M; i++) dst[i] = (fe_cpx){NAN, NAN};
-        for (int j = 0; j < M / R; j++) fe_fft_stage_item(src, dst, tw, M, Ns, R, j);
+        for (int j = 0; j < M >> lR; j++) fe_fft_stage_item(src, dst, tw, lM, lNs, lR, j);
         for (int i = 0; i < M; i++) assert_true(!isnan(dst[i].x) && !isnan(dst[i].y)); /* a permutation: all written */
         fe_cpx *t = src;
         src = dst;
         dst = t;
-        Ns *= R;
+        lNs += lR;
     }
     for (int k = 0; k <= M; k++) X[k] = fe_fft_real_bin(src, tw, M, k);
     free(a);
