@@ -3,7 +3,8 @@
  *   - features: every golden case of tests/data/frontend (the shipped frontend and the hamming/htk,
  *     povey 8 kHz variants: silence, DC, square, clipping, noise, 0 / 1 / win-1 / win / win+1 / odd
  *     lengths; the odd 303-point variant is refused, cuFFT being outside the tolerance there) computed on
- *     the GPU as one batch, float and 16-bit PCM interleaved (so float
+ *     the GPU on both paths (the fused kernel where n_fft is a power of two, and RNNT_CUDA_FE=cufft) as
+ *     one batch, float and 16-bit PCM interleaved (so float
  *     segments land 2-byte aligned after odd-length 16-bit ones), within the documented tolerance
  *     |d| <= 2e-5 + 2e-6 exp(rmax - r) of features.py's float64 reference and of the CPU frontend's
  *     features of the same samples; silence exactly ln(log_floor); each case alone bitwise equal to
