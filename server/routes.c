@@ -15,6 +15,7 @@
 
 #include "audio.h"
 #include "audio_body.h"
+#include "eng_pcm.h"
 #include "log.h"
 #include "routes_int.h"
 #include "streams.h"
@@ -382,13 +383,14 @@ static void submit_features(route_req *r)
         return;
     }
     srv_err e = {0};
-    size_t fbytes = (size_t)r->frames * (size_t)eng_info(r->engine)->feature_dim * sizeof(float);
+    size_t fbytes = (r->n_samples ? r->n_samples : (size_t)r->frames * (size_t)eng_info(r->engine)->feature_dim) * sizeof(float);
     if (svc_reserve(r->s, &r->reserved, fbytes, &e)) {
         route_send_err(r, &e, NULL, 0);
         return;
     }
     r->job.features = r->features;
     r->job.frames = r->frames;
+    r->job.n_samples = r->n_samples;
     /* Suspend first: job_done may run on a worker before svc_submit returns; its tp_resume is
      * handled by this loop thread only after this callback returns. */
     suspend(r, PH_QUEUED);
@@ -406,7 +408,11 @@ static void prep_audio(workq_item *it)
     double t0 = sched_now();
     audio_body_limits lim = svc_audio_limits(r->s, r->engine);
     body_feats f = {0};
-    if (audio_body_features(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->audio_s, &r->err) == 0) {
+    int pcm = eng_pcm_wanted(eng_backend(r->engine)); /* CUDA: the features are computed on the GPU */
+    if ((pcm ? audio_body_pcm(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->n_samples,
+                              &r->audio_s, &r->err)
+             : audio_body_features(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->audio_s,
+                                   &r->err)) == 0) {
         r->features = f.data;
         r->frames = f.frames;
     }
@@ -654,8 +660,9 @@ static void on_done(void *ctx, tp_conn *c, tp_outcome outcome)
         if (r->ep == EP_TRANSCRIBE && r->job.sj.batch_size > 0)
             log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
-                    "frames=%d audio_s=%.3f audio_ms=%.2f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
-                    r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome_s, r->bytes_in, r->frames, r->audio_s,
+                    "frames=%d input=%s audio_s=%.3f audio_ms=%.2f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
+                    r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome_s, r->bytes_in, r->frames,
+                    r->n_samples ? "pcm" : "features", r->audio_s,
                     r->prep_ms, r->job.sj.batch_size, (r->job.sj.t_start - r->job.sj.t_submit) * 1e3, r->job.compute_s * 1e3,
                     total * 1e3, remote);
         else

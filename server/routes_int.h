@@ -42,6 +42,7 @@ typedef struct route_req {
     req_opts opts;
     eng *engine;     /* the generation this request is validated against (reference held) */
     float *features;
+    size_t n_samples; /* nonzero: features holds that many PCM samples (eng_pcm.h) */
     req_phase phase; /* PH_DONE is set by the worker before tp_resume, read on the loop after it */
     int counted_suspended; /* counted by svc_suspend_begin until answered or closed */
     int counted_in_flight; /* a transcription: counted by svc_request_begin until it ends */
