@@ -11,10 +11,7 @@ from .config import FrontendConfig
 
 
 def _mel_filterbank(fe, dtype):
-    import os
-    import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
-    from features import mel_filterbank  # noqa: E402
+    from rnntd_train.features import mel_filterbank  # the training frontend's filterbank (float64)
     fb = mel_filterbank(fe.n_fft, fe.sample_rate, fe.n_mels, fe.f_min, fe.f_max, fe.mel_scale, fe.mel_norm)
     return torch.from_numpy(fb).to(dtype)  # [n_bins, n_mels]
 

@@ -11,7 +11,8 @@ cmake --build "$build" -j2 --target rnnt-transcribe
 mkdir -p "$dest"
 tests/gpu/stage-pack.sh "$dest" "$build"/engine/rnnt-transcribe
 rm -rf "$dest/data" && mkdir -p "$dest/data/audio"
-(cd models && /usr/bin/python3 -m rnntd_import.mlperf ../tests/data/mlperf/rnnt-small.pt "$dest/data/mlperf" --force)
+py=/usr/bin/python3; [ -x .venv/bin/python ] && py=$PWD/.venv/bin/python
+(cd models && $py -m rnntd_import.mlperf ../tests/data/mlperf/rnnt-small.pt "$dest/data/mlperf" --force)
 cp tests/data/mlperf/transcripts.json "$dest/data/"
 python3 - "$dest/data/audio" <<'PY'
 import json, shutil, sys
