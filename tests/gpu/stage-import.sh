@@ -9,7 +9,8 @@ dest=${DEST:-/work/main/.gpu/nemo}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j2 --target rnnt-transcribe
 mkdir -p "$dest"
-tests/gpu/stage-pack.sh "$dest" "$build"/engine/rnnt-transcribe
+cmake --build "$build" -j2 --target bench_engine
+tests/gpu/stage-pack.sh "$dest" "$build"/engine/rnnt-transcribe "$build"/tests/bench/bench_engine
 rm -rf "$dest/data" && mkdir -p "$dest/data/audio"
 py=/usr/bin/python3; [ -x .venv/bin/python ] && py=$PWD/.venv/bin/python
 (cd models && $py -m rnntd_import.mlperf ../tests/data/mlperf/rnnt-small.pt "$dest/data/mlperf" --force)
