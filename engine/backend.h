@@ -51,6 +51,11 @@ void rnnt_frontend_get_tables(const rnnt_frontend *fe, rnnt_frontend_tables *t);
 /* The model, backend and backend state behind a runner (runner.c), for the stream calls (stream.c). */
 void rnnt_runner_backend(const rnnt_runner *r, const struct rnnt_model **m, const rnnt_backend_ops **ops, void **state);
 
+/* normalize: per_feature (feature_norm.c): x [T, F] -> *out [T1·k, F] (malloc'd, the caller frees),
+ * normalised per stacked column; *out = NULL for T = 0. */
+rnnt_status rnnt_feature_norm_per_feature(const struct rnnt_model *m, const float *x, int T, float **out, int *out_frames, char *err,
+                                          size_t errlen);
+
 extern const rnnt_backend_ops rnnt_backend_cpu;
 /* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
 void rnnt_cpu_trim(void *state);
