@@ -201,7 +201,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
                     ds->here = 0;
                 }
             } else {
-                int dur = kb == m->blank ? 1 : rnnt_big_blank_duration(m, kb);
+                int dur = rnnt_mb_advance(kb, m->vocab, m->blank, m->durations);
                 ds->skipped += dur - 1;
                 ds->t += dur;
                 ds->here = 0;

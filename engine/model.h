@@ -3,6 +3,7 @@
 #ifndef RNNT_MODEL_H
 #define RNNT_MODEL_H
 
+#include "multiblank.h"
 #include "rnnt.h"
 
 #ifdef __cplusplus
@@ -60,7 +61,7 @@ struct rnnt_model {
 static inline int rnnt_big_blank_duration(const struct rnnt_model *m, int k)
 {
     if (k < m->vocab || k >= m->blank) return 0;
-    return m->durations[m->blank - 1 - k];
+    return rnnt_mb_advance(k, m->vocab, m->blank, m->durations);
 }
 
 /* Frames after stacking `frames` frames by `s` (ceil, zero padded). */

@@ -46,7 +46,7 @@ static inline size_t rnnt_dec_pred_stride(const struct rnnt_model *m)
 /* frames_skipped as FORMAT.md counts it, once T_enc is final. */
 static inline int rnnt_dec_frames_skipped(const rnnt_dec_state *d, int T_enc)
 {
-    return d->skipped - (d->t > T_enc ? d->t - T_enc : 0);
+    return d->skipped - rnnt_mb_past_end(d->t, T_enc);
 }
 
 struct rnnt_stream {

@@ -6,6 +6,7 @@
 #define RNNT_CU_DEVICE_CUH
 
 #include "cu_kernels.h"
+#include "multiblank.h"
 
 namespace {
 
@@ -177,13 +178,9 @@ __device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_
             lab = 0;
         }
         st.labels[b] = lab;
-    } else if (kk == rule.blank) {
-        t += 1;
-        st.labels[b] = 0;
-    } else {
-        int d = rule.durations[rule.blank - 1 - kk];
-        int land = min(t + d, T);
-        st.skipped[b] += land - t - 1;
+    } else { /* the blank or a big blank (multiblank.h) */
+        int d = rnnt_mb_advance(kk, rule.V, rule.blank, rule.durations);
+        st.skipped[b] += d - 1 - rnnt_mb_past_end(t + d, T);
         t += d;
         st.labels[b] = 0;
     }

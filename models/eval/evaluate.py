@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
 from data import error_rates, read_manifest  # noqa: E402
 from features import LogMel, read_wav  # noqa: E402
+from rnntd_ref.config import mb_frames_skipped  # noqa: E402
 from rnntd_ref.decode import detokenize, greedy_decode  # noqa: E402
 from rnntd_ref.io import load_model  # noqa: E402
 
@@ -64,7 +65,6 @@ def write_features(lm, recs, feat_dir):
 
 def ref_decode(model, tokens, recs):
     cfg = model.cfg
-    V, n = cfg.vocab_size, len(cfg.big_blank_durations)
     skipped = frames = 0
     t0 = time.time()
     audio = 0.0
@@ -73,9 +73,7 @@ def ref_decode(model, tokens, recs):
         T_enc = cfg.encoder_frames(feats.shape[0])
         steps = []
         toks, _ = greedy_decode(model, feats, on_step=lambda t, u, z, k: steps.append((t, k)))
-        for t, k in steps:
-            if V <= k < V + n:
-                skipped += min(cfg.big_blank_durations[V + n - 1 - k], T_enc - t) - 1
+        skipped += sum(mb_frames_skipped(k, t, T_enc, cfg.vocab_size, cfg.big_blank_durations) for t, k in steps)
         frames += T_enc
         r["ref_tokens"] = toks
         r["ref_hyp"] = detokenize(toks, tokens)
