@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "audio.h"
-#include "backend.h"
+#include "status.h"
 
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_MAX_SECONDS 3600.0

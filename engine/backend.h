@@ -5,6 +5,7 @@
 #define RNNT_BACKEND_H
 
 #include "model.h"
+#include "status.h" /* rnnt_set_err, for every backend */
 
 struct rnnt_stream;
 
@@ -58,10 +59,6 @@ void rnnt_cpu_trim(void *state);
 extern const rnnt_backend_ops rnnt_backend_cuda;
 int rnnt_cuda_device_count(void);
 #endif
-
-/* Formats a message into err (when err != NULL) and returns s. */
-rnnt_status rnnt_set_err(char *err, size_t errlen, rnnt_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #ifndef RNNT_CPU_OPS_H
 #define RNNT_CPU_OPS_H
 
+#include "cpu_rows.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -31,10 +32,7 @@ float rnnt_sigmoidf(float x);
 /* C[M,N] = A[M,K] · B[N,K]^T + beta·C, through cblas_sgemm, for any M (one-utterance shapes). */
 void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                       float beta, float *C, int ldc);
-/* The same for rows that belong to different utterances: every C[r, n] is computed from row r of A and
- * row n of B alone, in a fixed order (cpu_rows.c), whatever M is. */
-void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                           float beta, float *C, int ldc);
+/* The same for rows that belong to different utterances: rnnt_cpu_gemm_nt_rows, cpu_rows.h. */
 
 /* LSTM cell update for M rows: pre [M, 4H] holds the gate pre-activations (both biases included), gates
  * i f g o; h, c [M, H] are updated in place. */

@@ -1,4 +1,4 @@
-/* cpu_rows.c — C = A·Bᵀ + beta·C for rows that belong to different utterances (see cpu_ops.h).
+/* cpu_rows.c — C = A·Bᵀ + beta·C for rows that belong to different utterances (see cpu_rows.h).
  *
  * Every output is one fixed expression of its own row of A and its row of B: a dot product in 8 lanes
  * (lane l sums the products k ≡ l mod 8; the last K mod 8 products go to lanes 0.. as one zero-padded
@@ -7,7 +7,9 @@
  * of 4 rows, the 1-3 rows left over, the AVX2 and the baseline clone all give the same bits for a
  * row, whatever else is in the batch. (Before, OpenBLAS did this on padded chunks of 8 rows; it repacked the weights every call,
  * which cost more than the arithmetic at small batches.) */
-#include "cpu_ops.h"
+#include <stddef.h>
+
+#include "cpu_rows.h"
 
 #define LANES 8
 #define ROWS 4

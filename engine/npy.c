@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "safetensors.h" /* rnnt_half_to_float */
+#include "dtype.h"
+#include "status.h"
 
 typedef struct {
     const char *p, *end;

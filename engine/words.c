@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "status.h"
 #include "words.h"
 
 static const char boundary[] = "\xe2\x96\x81"; /* U+2581 */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h"
+#include "status.h"
 
 static rnnt_status load_buffer(ydoc *y, const char *name, const unsigned char *text, size_t len)
 {
