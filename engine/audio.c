@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "status.h"
 
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)

@@ -83,10 +83,12 @@ static inline __attribute__((always_inline)) void rows_block(const int R, int N,
  * block of rows passes over it), so B comes from memory once per call, not once per block of rows. */
 #define COL_TILE 64
 
+/* The clones and their resolver are static: GCC exports a non-static target_clones function's ifunc
+ * whatever -fvisibility says, and librnnt exports only the public API. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+static void gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     for (int n0 = 0; n0 < N; n0 += COL_TILE) {
         const int nt = N - n0 < COL_TILE ? N - n0 : COL_TILE;
@@ -102,4 +104,9 @@ void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const f
         default: break;
         }
     }
+}
+
+void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    gemm_nt_rows(M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

@@ -1,6 +1,6 @@
 /* npy.c — see npy.h. The header is a Python dict literal; only the three keys numpy writes are
  * accepted, each exactly once, in any order. */
-#include "npy.h"
+#include "rnnt_npy.h"
 
 #include <ctype.h>
 #include <errno.h>

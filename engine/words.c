@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "status.h"
-#include "words.h"
+#include "rnnt_words.h"
 
 static const char boundary[] = "\xe2\x96\x81"; /* U+2581 */
 

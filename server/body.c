@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "npy.h"
+#include "rnnt_npy.h"
 
 void req_opts_default(req_opts *o) { o->timestamps = 1; }
 

@@ -11,7 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "audio_body.h"
 #include "body.h"
 #include "log.h"
