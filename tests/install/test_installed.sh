@@ -1,7 +1,7 @@
 #!/bin/sh
-# The public library as a user gets it: `cmake --install` of this build into a temporary prefix, then
-# transcribe.c (in this folder) compiled and linked against the INSTALLED librnnt with nothing but
-# `cc transcribe.c $(pkg-config --cflags --libs rnnt)`, run on a shipped sample: its text must be the
+# The public library as a user gets it: `cmake --install --component lib` of this build into a temporary
+# prefix, then transcribe.c (in this folder) compiled and linked against the INSTALLED librnnt with
+# nothing but `cc transcribe.c $(pkg-config --cflags --libs rnnt)`, run on a shipped sample: its text must be the
 # CLI's for the same file. Checks too that librnnt exports only the public API (every exported
 # function is declared RNNT_API in the installed headers, and each of those is exported).
 #   tests/install/test_installed.sh BUILD_DIR [SANITIZE_FLAGS]
@@ -14,7 +14,7 @@ model=$root/models/en-char-small
 wav=$model/samples/01-flite-kal16.wav
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
+cmake --install "$build" --prefix "$tmp/prefix" --component lib >"$tmp/install.log"
 pc=$(find "$tmp/prefix" -name rnnt.pc)
 [ -n "$pc" ] || { echo "test_installed: no rnnt.pc installed"; exit 1; }
 export PKG_CONFIG_PATH="$(dirname "$pc")"
