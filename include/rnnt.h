@@ -115,7 +115,7 @@ typedef struct {
 
 RNNT_API rnnt_runner_params rnnt_runner_default_params(void);
 RNNT_API rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out,
-                               char *err, size_t errlen);
+                                        char *err, size_t errlen);
 RNNT_API void rnnt_runner_free(rnnt_runner *r);
 /* Gives back scratch memory grown for an unusually large batch (the CPU backend's workspace beyond
  * 16 MB; nothing on CUDA, whose buffers are sized at creation). For a runner about to go idle: the
@@ -159,8 +159,22 @@ typedef struct {
  * results[i].status, with no text). An utterance's result never depends on the others in the batch.
  * timing may be NULL. */
 RNNT_API rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results,
-                               rnnt_timing *timing, char *err, size_t errlen);
+                                        rnnt_timing *timing, char *err, size_t errlen);
 RNNT_API void rnnt_result_clear(rnnt_result *res);
+
+/* One emitted token of a result as a client shows it (rnnt_result_token). rnnt_result.text is the
+ * whole text already (tokens.txt rules, rnnt_model_detokenize); rnnt_words.h groups tokens into words. */
+typedef struct {
+    int id;            /* token id in [0, V) */
+    const char *text;  /* its text in tokens.txt (U+2581 starts a word); lives as long as the model */
+    int frame;         /* encoder frame it was emitted on */
+    double time_s;     /* where it was emitted on the input's time line: frame * frame_shift_s */
+    float prob;        /* rnnt_result.probs[i], or -1 where the backend does not compute it */
+} rnnt_token;
+/* Token i (0 <= i < res->n_tokens) of a result of model m. RNNT_ERR_INVALID for an i out of range or
+ * an id outside the vocabulary (out unchanged). */
+RNNT_API rnnt_status rnnt_result_token(const rnnt_model *m, const rnnt_result *res, int i, rnnt_token *out, char *err,
+                                       size_t errlen);
 
 /* One utterance as PCM at the model's sample rate (rnnt_frontend_sample_rate), mono: exactly one of
  * samples (float, full scale +-1, must be finite) and pcm16 (16-bit, x / 32768) when n_samples > 0. */
@@ -179,7 +193,7 @@ typedef struct {
  * shorter than one window has 0 frames. frontend_s (may be NULL): the frontend's time in seconds (GPU
  * time of its kernels on CUDA, host wall time on the CPU path). */
 RNNT_API rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_input *inputs, rnnt_result *results,
-                                     rnnt_timing *timing, double *frontend_s, char *err, size_t errlen);
+                                              rnnt_timing *timing, double *frontend_s, char *err, size_t errlen);
 
 /* ---- The feature frontend: PCM at the model's sample rate -> log-mel features -------------------
  * Computes the model's `frontend` block exactly as models/train/features.py does (FORMAT.md): pre-
@@ -223,7 +237,7 @@ RNNT_API long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n_sam
 RNNT_API const char *rnnt_frontend_fft_name(void);
 
 RNNT_API rnnt_status rnnt_frontend_stream_create(const rnnt_frontend *fe, uint64_t dither_seed, rnnt_frontend_stream **out,
-                                        char *err, size_t errlen);
+                                                 char *err, size_t errlen);
 RNNT_API void rnnt_frontend_stream_free(rnnt_frontend_stream *s);
 /* Forget every sample fed so far: the next sample starts a new utterance. */
 RNNT_API void rnnt_frontend_stream_reset(rnnt_frontend_stream *s);
@@ -234,13 +248,13 @@ RNNT_API long long rnnt_frontend_stream_frames_after(const rnnt_frontend_stream 
  * their count to *n_frames. Non-finite samples (RNNT_ERR_INVALID) or more frames than max_frames
  * (RNNT_ERR_TOO_LARGE) consume nothing and leave the stream as it was. */
 RNNT_API rnnt_status rnnt_frontend_feed_f32(rnnt_frontend_stream *s, const float *x, size_t n, float *out, long long max_frames,
-                                   int *n_frames, char *err, size_t errlen);
+                                            int *n_frames, char *err, size_t errlen);
 RNNT_API rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, size_t n, float *out, long long max_frames,
-                                   int *n_frames, char *err, size_t errlen);
+                                            int *n_frames, char *err, size_t errlen);
 /* A whole utterance: *feats is malloc'd [*frames, n_mels] (NULL when there are no frames; free()).
  * Uses dither seed 0. Fails with RNNT_ERR_TOO_LARGE past max_frames frames (0 = no limit but INT_MAX). */
 RNNT_API rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats,
-                                      int *frames, char *err, size_t errlen);
+                                               int *frames, char *err, size_t errlen);
 /* ---- Streams (issue 13): decoding while the input arrives ---------------------------------------
  *
  *   rnnt_stream  the state of one utterance being decoded as its input arrives: each encoder layer's
@@ -280,7 +294,7 @@ RNNT_API void rnnt_stream_free(rnnt_stream *s);
  * (RNNT_ERR_INVALID, the stream unchanged) after rnnt_stream_input_finished; RNNT_ERR_TOO_LARGE when
  * more than an hour of input (360,000 frames) would wait unadvanced. */
 RNNT_API rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
-                                        int finite_checked, char *err, size_t errlen);
+                                                 int finite_checked, char *err, size_t errlen);
 /* Append n samples of audio at the model's sample rate (floats in [-1, 1], or 16-bit PCM) through fe
  * (rnnt_frontend_create for the stream's model; every call of a stream passes the same one). The
  * stream keeps its own frontend state, so samples may come in any chunks, aligned to the hop or not:
@@ -288,9 +302,9 @@ RNNT_API rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *fe
  * final result is the whole utterance's decode of them. Refused (stream unchanged) as features are,
  * and for non-finite samples, another frontend, or a stream that took features. */
 RNNT_API rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n,
-                                         char *err, size_t errlen);
+                                                  char *err, size_t errlen);
 RNNT_API rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n,
-                                         char *err, size_t errlen);
+                                                  char *err, size_t errlen);
 /* Input frames accepted so far (fed as features, or made from audio). */
 RNNT_API long long rnnt_stream_frames_in(const rnnt_stream *s);
 /* No more input: the next advance encodes the last partial groups and decodes to the end. */
@@ -312,7 +326,7 @@ RNNT_API int rnnt_stream_pending_frames(const rnnt_stream *s);
  * whose joint output turns non-finite stops (final, status RNNT_ERR_NUMERIC in its result, no text);
  * the others go on. timing may be NULL. */
 RNNT_API rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
-                                        char *err, size_t errlen);
+                                                 char *err, size_t errlen);
 
 /* The result so far (tokens, frames, text, encoder_frames decoded so far, status), as a copy owned by
  * the caller (res: zeroed or cleared beforehand; release with rnnt_result_clear). A partial result

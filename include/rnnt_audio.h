@@ -44,10 +44,10 @@ RNNT_API int rnnt_audio_is_npy(const void *data, size_t len);
  * RNNT_ERR_TOO_LARGE: over a cap; RNNT_ERR_FORMAT: not audio, malformed, unsupported or non-finite;
  * RNNT_ERR_INVALID: no samples; RNNT_ERR_NOMEM. */
 RNNT_API rnnt_status rnnt_audio_decode(const char *name, const void *data, size_t len, int target_rate, const rnnt_audio_limits *limits,
-                              float **samples, size_t *n, rnnt_audio_info *info, char *err, size_t errlen);
+                                       float **samples, size_t *n, rnnt_audio_info *info, char *err, size_t errlen);
 /* Read a file (at most limits->max_bytes) and decode it as above. */
 RNNT_API rnnt_status rnnt_audio_load_file(const char *path, int target_rate, const rnnt_audio_limits *limits, float **samples, size_t *n,
-                                 rnnt_audio_info *info, char *err, size_t errlen);
+                                          rnnt_audio_info *info, char *err, size_t errlen);
 /* The libsndfile version string, e.g. "libsndfile-1.2.0". */
 RNNT_API const char *rnnt_audio_library_version(void);
 

@@ -22,10 +22,10 @@ typedef struct {
 /* Parse an in-memory .npy image. `name` is used in messages. cols must equal expect_cols when it is
  * > 0; rows must not exceed max_rows when it is > 0. */
 RNNT_API rnnt_status rnnt_npy_parse_mem(const char *name, const void *buf, size_t len, int expect_cols, int max_rows,
-                               rnnt_npy *out, char *err, size_t errlen);
+                                        rnnt_npy *out, char *err, size_t errlen);
 /* Read and parse a file (at most max_bytes; 0 = 2 GiB). */
 RNNT_API rnnt_status rnnt_npy_load(const char *path, int expect_cols, int max_rows, size_t max_bytes, rnnt_npy *out,
-                          char *err, size_t errlen);
+                                   char *err, size_t errlen);
 RNNT_API void rnnt_npy_free(rnnt_npy *a);
 
 #ifdef __cplusplus

@@ -549,11 +549,10 @@ static json_t *result_json(http_req *r, const rnnt_result *res, double queue_s, 
     json_t *toks = json_array();
     if (!toks) return NULL;
     for (int i = 0; res && i < res->n_tokens; i++) {
-        const char *t = rnnt_model_token(m, res->tokens[i]);
-        json_t *o = r->opts.timestamps
-                        ? json_pack("{s:i, s:s, s:i, s:f}", "id", res->tokens[i], "token", t ? t : "",
-                                    "frame", res->frames[i], "time_s", res->frames[i] * info->frame_shift_s)
-                        : json_pack("{s:i, s:s}", "id", res->tokens[i], "token", t ? t : "");
+        rnnt_token t; /* its text and time from the engine */
+        json_t *o = rnnt_result_token(m, res, i, &t, NULL, 0) ? NULL
+                    : r->opts.timestamps ? json_pack("{s:i, s:s, s:i, s:f}", "id", t.id, "token", t.text, "frame", t.frame, "time_s", t.time_s)
+                                         : json_pack("{s:i, s:s}", "id", t.id, "token", t.text);
         if (!o || json_array_append_new(toks, o)) {
             json_decref(toks);
             return NULL;
