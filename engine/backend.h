@@ -1,6 +1,8 @@
 /* backend.h — what a compute backend provides to the runner (internal). The runner validates the
  * inputs, sizes and allocates the results (tokens/frames arrays of capacity encoder_frames *
- * max_symbols), and turns tokens into text; a backend only computes. */
+ * max_symbols), and turns tokens into text; a backend only computes.
+ * Thread safety: the ops tables are constant; a backend state (one per runner) is used by one thread at
+ * a time, as its runner is; backends only read the model. */
 #ifndef RNNT_BACKEND_H
 #define RNNT_BACKEND_H
 

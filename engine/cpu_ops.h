@@ -1,5 +1,7 @@
 /* cpu_ops.h — fp32 CPU compute primitives (internal): the CPU backend is built from them, and every
  * GPU kernel is checked against its twin here. Row-major everywhere.
+ * Thread safety: no state of their own; each writes only the outputs and scratch it is given, so any
+ * number of threads may call them on disjoint buffers.
  *
  * Batch invariance: OpenBLAS may pick a different kernel (and so a different summation order) for
  * different matrix shapes. Every product whose rows are utterances of a batch therefore runs through

@@ -1,5 +1,6 @@
 /* model.h — the loaded model as the backends see it (internal to the engine and kernels).
- * All weights are fp32, contiguous, in one arena owned by the model; immutable after load. */
+ * All weights are fp32, contiguous, in one arena owned by the model; immutable after load.
+ * Thread safety: read-only after rnnt_model_load, so every thread, runner and stream shares one. */
 #ifndef RNNT_MODEL_H
 #define RNNT_MODEL_H
 

@@ -1,7 +1,8 @@
 /* cu_device.cuh — device helpers shared by the decoding kernels (cu_kernels.cu, cu_dec_fused.cu): the
  * warp sum, the LSTM cell, the joint's activation and one output's logit, the predictor's row groups
  * and the greedy multi-blank rule for one slot. One definition each, so every path computes the same
- * bits in the same order. */
+ * bits in the same order.
+ * Thread safety: device functions of their arguments; each slot is written by one thread. */
 #ifndef RNNT_CU_DEVICE_CUH
 #define RNNT_CU_DEVICE_CUH
 
