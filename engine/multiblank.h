@@ -13,11 +13,9 @@
 #define RNNT_HOST_DEVICE
 #endif
 
-/* The joint's outputs: tokens [0, V), then the big blanks, then the blank (output `blank` = V + n).
- * Big blank i (durations[i], in model.yaml's order) is output blank - 1 - i. */
-static inline RNNT_HOST_DEVICE int rnnt_mb_output(int blank, int i) { return blank - 1 - i; }
-
-/* Frames the decoder moves on after joint output k (0 <= k <= blank): 0 for a label (it stays on its
+/* The joint's outputs: tokens [0, V), then the big blanks, then the blank (output `blank` = V + n);
+ * big blank i (durations[i], in model.yaml's order) is output blank - 1 - i.
+ * Frames the decoder moves on after joint output k (0 <= k <= blank): 0 for a label (it stays on its
  * frame until max_symbols labels were emitted there), 1 for the blank, durations[i] for big blank i. */
 static inline RNNT_HOST_DEVICE int rnnt_mb_advance(int k, int vocab, int blank, const int *durations)
 {

@@ -64,15 +64,19 @@ class JointConfig:
 
 # The multi-blank rule (FORMAT.md stage 6), the twin of engine/multiblank.h. The joint's outputs are the
 # tokens [0, V), the big blanks, the blank (V + n); big blank i (durations[i]) is output blank - 1 - i.
+def mb_output(vocab_size, durations, i):
+    """The joint output of big blank i."""
+    return vocab_size + len(durations) - 1 - i
+
+
 def mb_advance(k, vocab_size, durations):
     """Frames the decoder moves on after joint output k: 0 for a label (it stays on its frame until
     max_symbols labels were emitted there), 1 for the blank, durations[i] for big blank i."""
-    blank = vocab_size + len(durations)
     if k < vocab_size:
         return 0
-    if k == blank:
+    if k == vocab_size + len(durations):
         return 1
-    return durations[blank - 1 - k]
+    return durations[mb_output(vocab_size, durations, 0) - k]  # the i with mb_output(..., i) == k
 
 
 def mb_frames_skipped(k, t, T_enc, vocab_size, durations):
