@@ -50,6 +50,7 @@ rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err
 void rnnt_stream_free(rnnt_stream *s)
 {
     if (!s) return;
+    if (s->dev.release) s->dev.release(s->dev.owner, s->dev.slot);
     rnnt_frontend_stream_free(s->fes);
     free(s->feats);
     free(s->dec.tokens);
@@ -224,6 +225,8 @@ rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *cons
         if (streams[i]->m != m) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "stream %d belongs to another model", i);
         for (int j = 0; j < i; j++)
             if (streams[j] == streams[i]) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "stream %d is also stream %d", i, j);
+        if (streams[i]->dev.ops && streams[i]->dev.ops != (const void *)ops)
+            return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "stream %d's state lives on another backend's device", i);
     }
     if (!ops->advance)
         return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "the %s backend does not advance streams yet", ops->name);

@@ -77,6 +77,16 @@ struct rnnt_stream {
     rnnt_dec_state dec;
     int tok_cap;
     float *arena;        /* owns enc_h, enc_c, rem, dec.pred_h, dec.pred_c, dec.gp */
+    /* A backend that keeps the state on its device (the CUDA backend: a slot of a runner's pool,
+     * kernels/cu_stream.h) binds the stream on its first advance: enc_h, enc_c, rem and the predictor
+     * state above then stay unused (rem_rows, enc_frames and dec's counters and tokens are kept), no
+     * other backend or runner takes the stream, and rnnt_stream_free gives the slot back. */
+    struct {
+        const void *ops; /* the rnnt_backend_ops that bound it, NULL while none has */
+        void *owner;
+        int slot;
+        void (*release)(void *owner, int slot);
+    } dev;
 };
 
 /* Room for `more` labels after dec.n_tokens; RNNT_ERR_NOMEM (nothing changed) when it cannot grow. */

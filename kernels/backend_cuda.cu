@@ -36,6 +36,7 @@
 #include "cu_encoder.h"
 #include "cu_frontend.h"
 #include "cu_gemm.h"
+#include "cu_stream.h"
 
 namespace {
 
@@ -65,6 +66,7 @@ struct cu_backend {
     int *frames;
     int stage_helpers;
     cu_audio_fe *fe;  /* the GPU frontend, made on the first audio batch */
+    cu_streams *streams; /* stream states and buffers (cu_stream.h), made on the first advance */
     int fe_unsupported; /* the model's frontend cannot run on the GPU: the runner uses the CPU's */
 };
 
@@ -77,6 +79,7 @@ void destroy(void *state)
         cudaStreamSynchronize(b->s);
     }
     cu_audio_fe_free(b->fe);
+    cu_streams_free(b->streams);
     cu_decoder_free(b->dec);
     cu_encoder_free(b->enc);
     if (b->have_w) cu_weights_free(&b->w);
@@ -286,13 +289,30 @@ rnnt_status decode_audio(void *state, int n, const rnnt_audio_input *in, rnnt_re
     return decode_staged(b, n, out, timing, t_host, frontend_s, err, errlen);
 }
 
+/* Streams (cu_stream.h): the pool and buffers for max_batch streams of max_frames frames a chunk,
+ * with the encoder's GEMM chunks, so a stream's arithmetic is a whole utterance's on this runner. */
+rnnt_status advance(void *state, int n, struct rnnt_stream *const *st, rnnt_timing *timing, char *err, size_t errlen)
+{
+    cu_backend *b = (cu_backend *)state;
+    CU_TRY(cudaSetDevice(b->p.device));
+    if (!b->streams) {
+        cu_streams_params sp;
+        memset(&sp, 0, sizeof sp);
+        sp.max_batch = b->p.max_batch;
+        sp.max_frames = b->p.max_frames;
+        sp.device = b->p.device;
+        cu_encoder_chunks(b->enc, &sp.r_in, &sp.r_rec);
+        RNNT_TRY(cu_streams_create(b->m, &b->w, b->s, b->blas, &sp, &rnnt_backend_cuda, &b->streams, err, errlen));
+    }
+    return cu_streams_advance(b->streams, n, st, timing, err, errlen);
+}
+
 } // namespace
 
 extern "C" {
 
 extern const rnnt_backend_ops rnnt_backend_cuda;
-const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, nullptr /* no streams yet */,
-                                             decode_audio};
+const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, advance, decode_audio};
 
 int rnnt_cuda_device_count(void)
 {

@@ -450,6 +450,11 @@ rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
 }
 
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->batch; }
+void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec)
+{
+    *r_in = e->r_in;
+    *r_rec = e->r_rec;
+}
 float *cu_encoder_raw_dev(const cu_encoder *e) { return e->raw; }
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }

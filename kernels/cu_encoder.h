@@ -80,6 +80,9 @@ size_t cu_encoder_stage_chunk(const cu_encoder *e);
  * the last two layers' outputs survive (ping-pong buffers). */
 const void *cu_encoder_layer_out(const cu_encoder *e, int l);
 
+/* Rows per chunk of the all-steps GEMMs and of the recurrent GEMM (streams use the same, cu_stream.h). */
+void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec);
+
 /* Encoder frames for an utterance of `frames` input frames. */
 int cu_encoder_frames(const cu_weights *w, int frames);
 

@@ -153,6 +153,7 @@ const rnnt_model *eng_model(const eng *e) { return e->model; }
 const rnnt_model_info *eng_info(const eng *e) { return rnnt_model_get_info(e->model); }
 const char *eng_backend(const eng *e) { return rnnt_runner_backend_name(e->runners[0]); }
 const char *eng_device(const eng *e) { return rnnt_runner_device_name(e->runners[0]); }
+const rnnt_runner_params *eng_runner_params(const eng *e) { return rnnt_runner_get_params(e->runners[0]); }
 const char *eng_path(const eng *e) { return e->path; }
 int eng_max_batch(const eng *e) { return e->max_batch; }
 int eng_max_frames(const eng *e) { return e->max_frames; }

@@ -35,6 +35,9 @@ const rnnt_model *eng_model(const eng *e);
 const rnnt_model_info *eng_info(const eng *e);
 const char *eng_backend(const eng *e);
 const char *eng_device(const eng *e);
+/* The parameters the engine's runners were made with (device, precision...), for runners made
+ * elsewhere (the stream workers'). */
+const rnnt_runner_params *eng_runner_params(const eng *e);
 const char *eng_path(const eng *e);
 int eng_max_batch(const eng *e);
 int eng_max_frames(const eng *e);

@@ -1,11 +1,12 @@
 /* stream_batch.c — the sequence batcher: each stream worker's tick takes the input that arrived for
  * its streams, feeds their rnnt_streams (audio through the per-model frontend, or features), advances
- * every stream with a ready chunk in batches (rnnt_runner_advance_streams, one CPU runner per worker
- * and model generation) and leaves partials and finals in each stream's outbox for the loop side. */
+ * every stream with a ready chunk in batches (rnnt_runner_advance_streams, one runner per worker
+ * and model generation, on the engine's backend) and leaves partials and finals in each stream's outbox for the loop side. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,12 @@ static wmodel *worker_model(strm_worker *w, eng *e, char *err, size_t errlen)
     wmodel *m = calloc(1, sizeof *m);
     if (!m) return snprintf(err, errlen, "out of memory"), NULL;
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU; /* streams run on the CPU backend (CUDA: RNNT_ERR_UNSUPPORTED so far) */
+    /* The engine's backend, device and precision: on CUDA each worker's runner keeps its streams'
+     * states on the GPU (kernels/cu_stream.h). */
+    const rnnt_runner_params *ep = eng_runner_params(e);
+    p.backend = !strcmp(eng_backend(e), "cuda") ? RNNT_BACKEND_CUDA : RNNT_BACKEND_CPU;
+    p.device = ep->device;
+    p.precision = ep->precision;
     p.max_batch = w->s->streams->max_batch;
     p.max_frames = STRM_RUNNER_FRAMES;
     p.cpu_threads = 1;
@@ -87,8 +93,10 @@ static void post_final(sess *q, char *text)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* A final for tokens [seg_token, end_token), ending at encoder frame end_frame: text and words with
- * times; no confidence (the greedy decoder keeps no scores): null. */
+/* A final for tokens [seg_token, end_token), ending at encoder frame end_frame: text, words with times
+ * and confidence (rnnt_result_words: the geometric mean of the tokens' probabilities, as the whole
+ * utterance's words), and the segment's confidence, the same mean over all its tokens (null without
+ * probabilities, or with no tokens). */
 static char *final_json(sess *q, const rnnt_result *res, int end_token, int end_frame, int last)
 {
     const rnnt_model *m = eng_model(q->e);
@@ -108,12 +116,17 @@ static char *final_json(sess *q, const rnnt_result *res, int end_token, int end_
         if (words[i].first_token < q->seg_token) continue;
         if (*text) strcat(text, " ");
         strcat(text, words[i].text);
-        json_array_append_new(ja, json_pack("{s:s, s:f, s:f, s:n}", "word", words[i].text, "start", words[i].start_s, "end",
-                                            words[i].end_s, "confidence"));
+        json_array_append_new(ja, json_pack("{s:s, s:f, s:f, s:o}", "word", words[i].text, "start", words[i].start_s, "end",
+                                            words[i].end_s, "confidence",
+                                            words[i].confidence >= 0 ? json_real(words[i].confidence) : json_null()));
     }
+    double log_p = 0;
+    int n_p = 0;
+    for (int i = q->seg_token; res->probs && i < end_token; i++, n_p++) log_p += log(res->probs[i] > 0 ? res->probs[i] : 1e-30);
     double start = q->seg_frame * info->frame_shift_s, end = end_frame * info->frame_shift_s;
-    json_t *doc = json_pack("{s:s, s:i, s:s, s:f, s:f, s:o, s:n, s:b}", "type", "final", "segment", q->seg, "text", text ? text : "",
-                            "start", start, "end", end, "words", ja ? ja : json_array(), "confidence", "last", last);
+    json_t *doc = json_pack("{s:s, s:i, s:s, s:f, s:f, s:o, s:o, s:b}", "type", "final", "segment", q->seg, "text", text ? text : "",
+                            "start", start, "end", end, "words", ja ? ja : json_array(), "confidence",
+                            n_p ? json_real(exp(log_p / n_p)) : json_null(), "last", last);
     free(text);
     rnnt_words_free(words, nw);
     char *out = doc ? json_dumps(doc, REPLY_JSON_FLAGS) : NULL;

@@ -101,21 +101,50 @@ async def client(args, pcm, rate, stats, stop_at, start_delay):
             await asyncio.sleep(0.5)
 
 
-async def run_level(args, pcms, n):
+async def run_level(args, pcms, n, first=0, count=None, t_start=None):
+    """Clients first .. first + count - 1 of n (all by default), the level starting at t_start."""
     stats = {"lat": [], "client_late": [], "partials": 0, "finals": 0, "chunks": 0, "errors": []}
-    rng = random.Random(n)
-    t_start = time.monotonic()
+    rng = random.Random(n * 7919 + first)
+    t_start = time.monotonic() if t_start is None else t_start
     stop_at = t_start + args.warmup + args.duration
     tasks = []
-    for i in range(n):
+    for i in range(first, first + (n if count is None else count)):
         order = pcms[i % len(pcms):] + pcms[:i % len(pcms)]
         pcm = b"".join(p for p, _ in order)
-        tasks.append(client(args, pcm, order[0][1], stats, stop_at, rng.uniform(0, args.chunk_ms / 1000)))
+        spread = n / args.open_rate if args.open_rate > 0 else args.chunk_ms / 1000
+        tasks.append(client(args, pcm, order[0][1], stats, stop_at,
+                            max(0.0, t_start - time.monotonic()) + rng.uniform(0, spread)))
     measure = asyncio.ensure_future(asyncio.gather(*tasks))
-    await asyncio.sleep(args.warmup)
+    await asyncio.sleep(max(0.0, t_start + args.warmup - time.monotonic()))
     stats["lat"].clear()
     stats["client_late"].clear()
     await measure
+    return stats
+
+
+def run_part(job):
+    """One process's share of a level (--procs): its own event loop, its stats back to the parent."""
+    args, pcms, n, first, count, t_start = job
+    return asyncio.run(run_level(args, pcms, n, first, count, t_start))
+
+
+def run_level_procs(args, pcms, n):
+    """The level's clients spread over --procs processes (one Python event loop keeps up with a few
+    hundred real-time streams, not thousands), started together; their stats merged."""
+    import multiprocessing
+    procs = min(args.procs, n)
+    t_start = time.monotonic() + 1.0  # every process has started its loop by then
+    jobs, first = [], 0
+    for p in range(procs):
+        count = n // procs + (1 if p < n % procs else 0)
+        jobs.append((args, pcms, n, first, count, t_start))
+        first += count
+    with multiprocessing.get_context("fork").Pool(procs) as pool:
+        parts = pool.map(run_part, jobs)
+    stats = {"lat": [], "client_late": [], "partials": 0, "finals": 0, "chunks": 0, "errors": []}
+    for st in parts:
+        for k in stats:
+            stats[k] += st[k]
     return stats
 
 
@@ -128,13 +157,16 @@ def main():
     ap.add_argument("--chunk-ms", type=float, default=160)
     ap.add_argument("--win", type=int, default=400, help="frontend window in samples (model.yaml frontend.win_length)")
     ap.add_argument("--hop", type=int, default=160, help="frontend hop in samples")
+    ap.add_argument("--procs", type=int, default=1, help="client processes (their event loops share the streams)")
+    ap.add_argument("--open-rate", type=float, default=0,
+                    help="streams opened per second at the start at most (0: all within one chunk's time)")
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     pcms = load_pcm(args.files)
     args.hop_s = args.hop / pcms[0][1]
     print("streams  chunks  partials  finals  errors  latency_ms p50 / p90 / p99 / max   client_late_ms p99  load1")
     for n in [int(x) for x in args.streams.split(",")]:
-        st = asyncio.run(run_level(args, pcms, n))
+        st = run_level_procs(args, pcms, n) if args.procs > 1 else asyncio.run(run_level(args, pcms, n))
         lat = [x * 1000 for x in st["lat"]]
         late = [x * 1000 for x in st["client_late"]]
         print("%7d  %6d  %8d  %6d  %6d  %8.1f / %5.1f / %5.1f / %6.1f   %8.1f           %.2f" %

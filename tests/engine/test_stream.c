@@ -7,7 +7,12 @@
  * model (hard/soft, big blanks, frame and time stacking), on freshly generated random models in
  * several variants, and on the shipped model with its sample features. While a stream runs, its
  * partial results only grow, are prefixes of the final one, and emit from encoder frames that exist
- * only. The seed is printed; set RNNT_TEST_SEED to replay one. */
+ * only. The seed is printed; set RNNT_TEST_SEED to replay one.
+ *
+ * RNNT_TEST_BACKEND=cuda runs the same checks on the CUDA backend (ctest gpu_test_stream; exit 77
+ * without a device), in fp32, or in fp16 with RNNT_TEST_PRECISION=fp16 (with RNNT_CUDA_PERSIST=0, so
+ * whole utterances take the per-step recurrence that streams take); the CPU-only checks (the layer
+ * kernel, the argument errors, and in fp16 the overflowing model) are left out there. */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -29,6 +34,8 @@
 #include "test_util.h"
 
 static uint64_t g_seed;
+static rnnt_backend_kind g_backend = RNNT_BACKEND_CPU;
+static rnnt_precision g_precision = RNNT_PRECISION_FP32;
 
 typedef struct {
     const float *x;
@@ -138,7 +145,8 @@ static int check_utterances(const rnnt_model *m, int n, const utt *u, const char
     for (int i = 0; i < n; i++)
         if (u[i].T > maxT) maxT = u[i].T;
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 16;
     p.max_frames = maxT;
     rnnt_runner *r;
@@ -300,7 +308,8 @@ static void test_shipped_model(void **state)
     /* 160 ms chunks (16 frames), the daemon's expected size, all four in one batch. */
     char err[512];
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 4;
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
@@ -331,7 +340,8 @@ static void test_chunk_larger_than_runner(void **state)
     utt u[8];
     float *x = random_utts(m, 8, u, &seed);
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 8;
     rnnt_runner *whole, *small;
     if (rnnt_runner_create(m, &p, &whole, err, sizeof err)) fail_msg("%s", err);
@@ -370,7 +380,8 @@ static void test_empty_and_zero_chunks(void **state)
     rnnt_model *m = load_shipped();
     char err[512];
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 2;
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
@@ -431,7 +442,8 @@ static void test_errors(void **state)
     rnnt_model *other;
     if (rnnt_model_load(dir, &other, err, sizeof err)) fail_msg("%s", err);
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 2;
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
@@ -550,6 +562,7 @@ static void test_layer_chunks_bitwise(void **state)
  * is untouched. */
 static void test_numeric_failure(void **state)
 {
+    if (g_precision == RNNT_PRECISION_FP16) skip(); /* its 3e38 weights fit no fp16 */
     char *dir = tu_tmpdir(), err[512];
     tu_tensor *t;
     int nt = tu_small_tensors(g_seed + 5, &t);
@@ -570,7 +583,8 @@ static void test_numeric_failure(void **state)
     float x[20 * 6];
     for (int i = 0; i < 20 * 6; i++) x[i] = 2.0f * tu_randu(&seed);
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 2;
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
@@ -603,6 +617,52 @@ static void test_numeric_failure(void **state)
     tu_rmdir(dir);
 }
 
+/* A stream bound to a backend that keeps its state on a device (the CUDA backend's slot, stream.h dev)
+ * is refused by another backend, unchanged, and rnnt_stream_free gives the slot back once. */
+static int g_released, g_released_slot;
+static void fake_release(void *owner, int slot)
+{
+    g_released++;
+    g_released_slot = slot + (owner == &g_released ? 1000 : 0);
+}
+
+static void test_device_binding(void **state)
+{
+    rnnt_model *m = load_shipped();
+    char err[512];
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = RNNT_BACKEND_CPU;
+    p.max_batch = 2;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_stream *s[2];
+    for (int i = 0; i < 2; i++)
+        if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
+    float x[6 * 80];
+    for (int i = 0; i < 6 * 80; i++) x[i] = 0.125f * (float)(i % 5);
+    for (int i = 0; i < 2; i++)
+        if (rnnt_stream_accept_features(s[i], x, 6, 80, 0, err, sizeof err)) fail_msg("%s", err);
+    static const int other_backend = 0;
+    s[1]->dev.ops = &other_backend;
+    s[1]->dev.owner = &g_released;
+    s[1]->dev.slot = 7;
+    s[1]->dev.release = fake_release;
+    assert_int_equal(rnnt_runner_advance_streams(r, 2, s, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "stream 1's state lives on another backend's device"));
+    assert_int_equal(rnnt_stream_pending_frames(s[0]), 6); /* nothing advanced */
+    assert_int_equal(rnnt_stream_pending_frames(s[1]), 6);
+    assert_int_equal(rnnt_runner_advance_streams(r, 1, s, NULL, err, sizeof err), RNNT_OK);
+    assert_int_equal(rnnt_stream_pending_frames(s[0]), 0);
+    g_released = 0;
+    rnnt_stream_free(s[0]);
+    assert_int_equal(g_released, 0);
+    rnnt_stream_free(s[1]);
+    assert_int_equal(g_released, 1);
+    assert_int_equal(g_released_slot, 1007);
+    rnnt_runner_free(r);
+    rnnt_model_free(m);
+}
+
 /* Audio: the shipped samples' WAVs fed as samples in chunks of 160 (the hop), 333 (not aligned),
  * random 0..4000 and 1 sample at a time (advancing every 997 samples), float and 16-bit, all four in
  * one batch: the final results equal the whole-utterance decode of rnnt_frontend_compute_f32's
@@ -619,7 +679,8 @@ static void test_audio_streams(void **state)
     size_t n[4];
     rnnt_result want[4] = {{0}};
     rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
+    p.backend = g_backend;
+    p.precision = g_precision;
     p.max_batch = 4;
     rnnt_runner *r;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
@@ -713,10 +774,28 @@ int main(void)
 {
     g_seed = getenv("RNNT_TEST_SEED") ? strtoull(getenv("RNNT_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
     printf("seed %llu\n", (unsigned long long)g_seed);
+    const char *be = getenv("RNNT_TEST_BACKEND"), *pr = getenv("RNNT_TEST_PRECISION");
+    if (be && !strcmp(be, "cuda")) {
+        if (!rnnt_cuda_available()) {
+            printf("no usable CUDA device: skipped\n");
+            return 77;
+        }
+        g_backend = RNNT_BACKEND_CUDA;
+        if (pr && !strcmp(pr, "fp16")) g_precision = RNNT_PRECISION_FP16;
+        printf("backend cuda, %s\n", g_precision == RNNT_PRECISION_FP16 ? "fp16" : "fp32");
+        if (getenv("RNNT_TEST_ONLY")) cmocka_set_test_filter(getenv("RNNT_TEST_ONLY")); /* e.g. under a sanitizer */
+        const struct CMUnitTest gpu_tests[] = {
+            cmocka_unit_test(test_golden_models),          cmocka_unit_test(test_generated_models),
+            cmocka_unit_test(test_shipped_model),          cmocka_unit_test(test_chunk_larger_than_runner),
+            cmocka_unit_test(test_empty_and_zero_chunks),  cmocka_unit_test(test_audio_streams),
+            cmocka_unit_test(test_numeric_failure),
+        };
+        return cmocka_run_group_tests(gpu_tests, NULL, NULL) ? 1 : 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_chunks_bitwise), cmocka_unit_test(test_golden_models),      cmocka_unit_test(test_generated_models), cmocka_unit_test(test_shipped_model),
         cmocka_unit_test(test_chunk_larger_than_runner), cmocka_unit_test(test_empty_and_zero_chunks), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_numeric_failure), cmocka_unit_test(test_audio_streams),
+        cmocka_unit_test(test_numeric_failure), cmocka_unit_test(test_audio_streams), cmocka_unit_test(test_device_binding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -177,12 +177,13 @@ class Transcripts(unittest.TestCase):
     def setUpClass(cls):
         cls.d = Daemon(model=SHIPPED, config="streaming:\n  tick_ms: 10\n")
         try:
-            cls.whole = {}
+            cls.whole, cls.whole_words = {}, {}
             for name in SAMPLES:
                 with open(os.path.join(SHIPPED, "samples", name + ".npy"), "rb") as f:
                     st, _, doc = cls.d.transcribe(f.read(), "application/x-npy")
                 assert st == 200, doc
                 cls.whole[name] = doc["text"]
+                cls.whole_words[name] = doc.get("words")
         except BaseException:
             # unittest skips tearDownClass when setUpClass fails: stop the daemon here, or it outlives the test
             cls.d.stop()
@@ -222,7 +223,15 @@ class Transcripts(unittest.TestCase):
                 self.assertTrue(finals[0]["last"])
                 words = [w["word"] for w in finals[0]["words"]]
                 self.assertEqual(" ".join(words), self.whole[name])
-                self.assertTrue(all(w["confidence"] is None and w["start"] <= w["end"] for w in finals[0]["words"]))
+                # Word confidence as the whole utterance's (the joint's softmax of the emitted tokens; the
+                # audio path's features differ from the .npy ones in rounding only), and the segment's.
+                self.assertTrue(all(0 < w["confidence"] <= 1 and w["start"] <= w["end"] for w in finals[0]["words"]), finals[0])
+                self.assertTrue(0 < finals[0]["confidence"] <= 1, finals[0])
+                if self.whole_words.get(name) and None not in [w["confidence"] for w in self.whole_words[name]]:
+                    ref = [w["confidence"] for w in self.whole_words[name]]
+                    got = [w["confidence"] for w in finals[0]["words"]]
+                    self.assertEqual(len(ref), len(got))
+                    self.assertLess(max(abs(a - b) for a, b in zip(ref, got)), 0.02, (ref, got))
                 # Partials grow and are prefixes of the final text.
                 texts = [p["text"] for p in parts]
                 self.assertGreater(len(texts), 1)
