@@ -1,4 +1,4 @@
-/* npy.c — see npy.h. The header is a Python dict literal; only the three keys numpy writes are
+/* npy.c — see rnnt_npy.h. The header is a Python dict literal; only the three keys numpy writes are
  * accepted, each exactly once, in any order. */
 #include "rnnt_npy.h"
 
