@@ -8,8 +8,9 @@
 #                                    torchaudio, NumPy, PyYAML (Debian's python3-* packages), KissFFT for the
 #                                    frontend benchmark, nginx (tests/deploy), python3-websockets and chromium
 #                                    (the WebSocket stream tests and the live-captions browser test), systemd,
-#                                    git, xz; and pinned PyPI tools in a per-user virtual environment (no root
-#                                    needed; below)
+#                                    git, xz; pinned PyPI tools in a per-user virtual environment (no root
+#                                    needed; below); and the models/ Python package, editable, in this
+#                                    checkout's .venv (offline; below)
 #   deploy/install-deps.sh --print   print the apt-get command for the missing packages and exit
 #
 # Needs root for apt-get: run as root, or as a user with sudo. Without either, it prints the exact command
@@ -24,7 +25,7 @@ runtime=(
 )
 testing=(
   git xz-utils systemd python3-numpy python3-yaml python3-torch python3-torchaudio libkissfft-dev
-  nginx python3-venv python3-websockets chromium
+  nginx python3-venv python3-websockets chromium python3-setuptools python3-wheel
 )
 # libFuzzer targets (tests/fuzz): clang and its sanitizer/fuzzer runtimes (the targets are skipped without).
 . /etc/os-release
@@ -39,7 +40,7 @@ case "${1:-}" in
   "") ;;
   --test) mode=test ;;
   --print) mode=print ;;
-  -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
   *) echo "install-deps: unknown argument '$1' (expected --test, --print or nothing)" >&2; exit 2 ;;
 esac
 pkgs=("${runtime[@]}")
@@ -110,3 +111,25 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "${pypkgs[*]}" ]; then
   echo "${pypkgs[*]}" > "$stamp"
 fi
 echo "install-deps: PyPI tools present in $pyenv"
+
+# The Python package of models/ (models/pyproject.toml: rnntd_ref, rnntd_train, rnntd_corpus, rnntd_eval),
+# installed editable into a virtual environment of this checkout, .venv (ignored by git), that sees
+# Debian's python3-torch, numpy and PyYAML (--system-site-packages). The tests of tests/models and
+# tests/train run under .venv/bin/python. Per checkout rather than per user: an editable install points
+# at one checkout, and two checkouts of one user must not test each other's code. Offline: no index, no
+# build isolation (the venv's setuptools builds it). Redone only when models/pyproject.toml or the
+# checkout's place changes (the stamp).
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.venv
+want="$(sha256sum "$root/models/pyproject.toml" | cut -d' ' -f1) $root"
+if [ "$(cat "$venv/.rnntd-models" 2>/dev/null)" != "$want" ]; then
+  echo "install-deps: installing the models package (editable) into $venv"
+  if ! { /usr/bin/python3 -m venv --system-site-packages "$venv" &&
+         "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+           --no-index -e "$root/models" && echo "$want" > "$venv/.rnntd-models"; }; then
+    echo "install-deps: could not install models/ into $venv (is it writable by $(id -un)?);" \
+         "remove it and run this again" >&2
+    exit 1
+  fi
+fi
+echo "install-deps: models package present in $venv"

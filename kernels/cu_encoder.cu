@@ -8,6 +8,7 @@
 #include "cu_kernels.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
+#include "cu_wave.h"
 
 namespace {
 
@@ -27,6 +28,10 @@ struct cu_encoder {
     int *tmax;            /* [n_enc + 1] steps of each layer at tcap; tmax[n_enc] = encoder frames */
     char *persist;        /* [n_enc] layer runs its recurrence as a persistent kernel */
     int n_persist;
+    char *wave;           /* [n_enc] layer l runs with layer l + 1 as one layer wavefront (cu_wave.h) */
+    int n_wave;
+    void *wbuf;           /* the wavefront's scratch (zeroed at create) */
+    size_t wbuf_bytes;
     void *hbuf;           /* persistent kernels' scratch (h buffers, control words; zeroed at create) */
     size_t hbuf_bytes;
     int fused_bt;         /* rows of the fused step kernel, 0 = cuBLAS + cell kernel */
@@ -103,9 +108,10 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->cache = (graph_entry *)calloc((size_t)e->cache_cap, sizeof(graph_entry));
     e->h_tenc = (int *)calloc((size_t)p->max_batch, sizeof(int));
     e->persist = (char *)calloc((size_t)w->n_enc, 1);
+    e->wave = (char *)calloc((size_t)w->n_enc, 1);
     e->seg_src = (const float **)calloc((size_t)p->max_batch, sizeof(float *));
     e->seg_bytes = (size_t *)calloc((size_t)p->max_batch, sizeof(size_t));
-    if (!e->tmax || !e->cache || !e->h_tenc || !e->persist || !e->seg_src || !e->seg_bytes) {
+    if (!e->tmax || !e->cache || !e->h_tenc || !e->persist || !e->wave || !e->seg_src || !e->seg_bytes) {
         cu_encoder_free(e);
         return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
     }
@@ -145,6 +151,25 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
             e->n_persist += e->persist[l];
         }
     size_t hb_bytes = e->n_persist ? cu_persist_scratch_bytes(e->bcap, hpmax) : 0;
+    /* Pairs of consecutive persistent layers of one size as a layer wavefront (p->wave > 0, or
+     * RNNT_CUDA_WAVE=1 when p->wave is 0): layer l + 1 computes its input projection in chunks inside the
+     * kernel while layer l runs ahead (kernels/dev/NOTES.md, "Layer wavefront"). */
+    int want_wave = p->wave > 0;
+    if (p->wave == 0) {
+        const char *env = getenv("RNNT_CUDA_WAVE");
+        want_wave = env && atoi(env) > 0;
+    }
+    if (want_wave)
+        for (int l = 0; l + 1 < w->n_enc; l++) {
+            const cu_lstm_w *A = &w->enc[l], *N = &w->enc[l + 1];
+            if (e->persist[l] && e->persist[l + 1] && A->hidden == N->hidden && A->hp == N->hp && A->g4 == N->g4 &&
+                N->in_w == A->time_stack * A->hp && cu_wave_fits(2, A->hidden, e->bcap)) {
+                e->wave[l] = 1;
+                e->n_wave++;
+                l++;
+            }
+        }
+    size_t wb_bytes = e->n_wave ? cu_wave_scratch_bytes(2, e->bcap, hpmax) : 0;
     size_t fp_el = cu_round_up(B * e->tmax[w->n_enc], rin) * (size_t)w->jp;
     e->meta_ints = 1 + B * (3 + (size_t)w->n_enc);
     size_t raw_el = (size_t)p->max_batch * p->max_frames * w->F;
@@ -167,6 +192,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     TAKE(o_c, B * hpmax * 4);
     TAKE(o_fp, fp_el * 4);
     TAKE(o_hb, hb_bytes);
+    size_t o_wb;
+    TAKE(o_wb, wb_bytes);
     size_t o_hs2;
     TAKE(o_hs2, e->fused_bt ? rec_rows * hpmax * esz : 0);
 #undef TAKE
@@ -197,6 +224,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->fproj = (float *)(a + o_fp);
     e->hbuf = a + o_hb;
     e->hbuf_bytes = hb_bytes;
+    e->wbuf = a + o_wb;
+    e->wbuf_bytes = wb_bytes;
     e->hs2 = a + o_hs2;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
     rnnt_status st = RNNT_OK;
@@ -229,6 +258,7 @@ void cu_encoder_free(cu_encoder *e)
     if (e->h_meta) cudaFreeHost(e->h_meta);
     free(e->tmax);
     free(e->persist);
+    free(e->wave);
     free(e->cache);
     free(e->h_tenc);
     free(e->seg_src);
@@ -314,6 +344,26 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
         RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb * T, 4 * H, L->in_w, in, L->in_w, L->w_ih, L->in_w, e->xproj, 0,
                               L->g4, e->r_in, err, errlen));
         const int *len = meta_lens(e, e->meta, l);
+        if (e->wave[l]) {
+            /* layers l and l + 1 as one wavefront: l + 1 reads y of l (time-stacked) inside the kernel */
+            const cu_lstm_w *N = &w->enc[l + 1];
+            void *y2 = e->y[(l + 1) & 1];
+            int T2 = T / L->time_stack;
+            cu_wave_layer wl[2];
+            memset(wl, 0, sizeof wl);
+            wl[0].w_hh = (const __half *)L->w_hh, wl[0].bias = L->bias, wl[0].x = (const __half *)e->xproj;
+            wl[0].ldx_b = (size_t)T * L->g4, wl[0].len = len, wl[0].y = (__half *)y, wl[0].ldy_b = (size_t)T * L->hp;
+            wl[0].T = T, wl[0].H = H, wl[0].hp = L->hp, wl[0].g4 = L->g4, wl[0].in_w = L->in_w, wl[0].stack_in = 1;
+            wl[1].w_hh = (const __half *)N->w_hh, wl[1].w_ih = (const __half *)N->w_ih, wl[1].bias = N->bias;
+            wl[1].len = meta_lens(e, e->meta, l + 1), wl[1].y = (__half *)y2, wl[1].ldy_b = (size_t)T2 * N->hp;
+            wl[1].T = T2, wl[1].H = N->hidden, wl[1].hp = N->hp, wl[1].g4 = N->g4, wl[1].in_w = N->in_w;
+            wl[1].stack_in = L->time_stack;
+            RNNT_TRY(cu_lstm_wave(e->s, w->act, nb, 2, wl, 0, e->wbuf, e->wbuf_bytes, err, errlen));
+            in = y2;
+            T = T2 / N->time_stack;
+            l++;
+            continue;
+        }
         if (e->persist[l]) {
             RNNT_TRY(cu_lstm_persist(e->s, w->act, nb, T, H, L->hp, L->g4, (const __half *)L->w_hh, L->bias,
                                      (const __half *)e->xproj, (size_t)T * L->g4, len, (__half *)y, (size_t)T * L->hp,
@@ -459,6 +509,7 @@ float *cu_encoder_raw_dev(const cu_encoder *e) { return e->raw; }
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
+int cu_encoder_wave_pairs(const cu_encoder *e) { return e->n_wave; }
 int cu_encoder_fused_steps(const cu_encoder *e) { return e->fused_bt > 0; }
 int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }
 size_t cu_encoder_stage_chunk(const cu_encoder *e) { return cu_stager_chunk(e->stager); }

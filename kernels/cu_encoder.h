@@ -25,6 +25,8 @@ typedef struct {
                         0 (default) when max_batch <= CU_PERSIST_AUTO_MAX_B and fused is off; 1 whenever
                         max_batch <= CU_PERSIST_MAX_B; -1 never (per-step GEMMs). Fixed per encoder, so
                         every batch of a runner takes the same path. */
+    int wave;        /* 1: pairs of consecutive persistent layers run as one layer wavefront (cu_wave.h);
+                        -1 never; 0 (default): only when the environment sets RNNT_CUDA_WAVE=1. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
@@ -72,6 +74,8 @@ const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e);
 size_t cu_encoder_device_bytes(const cu_encoder *e);
 /* Number of layers whose recurrence runs as a persistent kernel; whether steps use the fused kernel. */
 int cu_encoder_persistent_layers(const cu_encoder *e);
+/* Number of layer pairs that run as one layer wavefront (cu_wave.h). */
+int cu_encoder_wave_pairs(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
 /* Staging threads beside the caller, and bytes per staging chunk. */
 int cu_encoder_stage_helpers(const cu_encoder *e);

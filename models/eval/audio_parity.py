@@ -3,7 +3,7 @@
 the engine itself) against its transcripts of the same utterances' .npy features made by features.py (what
 every model was trained and evaluated on).
 
-  models/eval/audio_parity.py --model models/en-char-small --engines .corpus/tts-root(.tar.xz) \\
+  python3 -m rnntd_eval.audio_parity --model models/en-char-small --engines .corpus/tts-root(.tar.xz) \\
       --text .corpus/text --cli build/engine/rnnt-transcribe --work /tmp/audio-parity --n 60
 
 The utterances are evaluate.py's clean test set (models/corpus/synth.py on test.txt in file order, seed 2000,
@@ -21,16 +21,12 @@ import sys
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, os.path.join(HERE, "..", "train"))
-sys.path.insert(0, os.path.join(HERE, "..", "corpus"))
-from build_text import split_of  # noqa: E402
-from data import read_manifest  # noqa: E402
-from features import LogMel, read_wav  # noqa: E402
-from rnntd_ref.config import load_config  # noqa: E402
+from rnntd_corpus.build_text import split_of
+from rnntd_ref.config import load_config
+from rnntd_train.data import read_manifest
+from rnntd_train.features import LogMel, read_wav
 
-SYNTH = os.path.join(HERE, "..", "corpus", "synth.py")
+SYNTH = [sys.executable, "-m", "rnntd_corpus.synth"]     # the corpus package of this installation
 
 
 def test_sentences(text_dir, work):
@@ -72,7 +68,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     out = os.path.join(a.work, "test-clean")
     if not os.path.exists(os.path.join(out, "manifest.jsonl")):
-        subprocess.run([sys.executable, SYNTH, "--engines", os.path.abspath(a.engines), "--work", a.work,
+        subprocess.run([*SYNTH, "--engines", os.path.abspath(a.engines), "--work", a.work,
                         "--sentences", test_sentences(a.text, a.work), "--out", out, "--seed", "2000",
                         "--count", str(a.n), "--aug", "0", "--in-order", "--jobs", str(a.jobs)], check=True)
     recs = read_manifest(os.path.join(out, "manifest.jsonl"))[:a.n]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The decode loop's time with big blanks on and off, on real features, through the C engine's CLI.
 
-  models/eval/bigblank_speed.py --model models/en-char-small --cli build-train/engine/rnnt-transcribe \
+  python3 -m rnntd_eval.bigblank_speed --model models/en-char-small --cli build-train/engine/rnnt-transcribe \
       --reps 3 .corpus/eval/npy-test-unseen/*.npy
 
 "Off" is a copy of the model whose big-blank output biases are -65504 (the F16 minimum; as
@@ -17,13 +17,10 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-from rnntd_ref.config import load_config  # noqa: E402
-from rnntd_ref.safetensors_io import read_safetensors, write_safetensors  # noqa: E402
+from rnntd_ref.config import load_config
+from rnntd_ref.safetensors_io import read_safetensors, write_safetensors
 
 TIMING = re.compile(r"encoder ([0-9.]+), predictor ([0-9.]+), joint ([0-9.]+), decode ([0-9.]+) s")
 

@@ -6,7 +6,7 @@ classic), and on the real recordings of pocketsphinx-testdata; per engine and vo
 reference (rnntd_ref, fp32) and with the C engine's CLI (rnnt-transcribe), and whether the two agree
 token for token.
 
-  models/eval/evaluate.py --model models/en-char-small --engines .corpus/tts-root \
+  python3 -m rnntd_eval.evaluate --model models/en-char-small --engines .corpus/tts-root \
       --neural .corpus/pysite --text .corpus/text --pocketsphinx .corpus/src/usr/share/pocketsphinx/test/data \
       --cli build-train/engine/rnnt-transcribe --work /tmp/eval --n-test 400 --n-unseen 300 --out results.json
 
@@ -29,22 +29,19 @@ import time
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, os.path.join(HERE, "..", "train"))
-from data import error_rates, read_manifest  # noqa: E402
-from features import LogMel, read_wav  # noqa: E402
-from rnntd_ref.config import mb_frames_skipped  # noqa: E402
-from rnntd_ref.decode import detokenize, greedy_decode  # noqa: E402
-from rnntd_ref.io import load_model  # noqa: E402
+from rnntd_ref.config import mb_frames_skipped
+from rnntd_ref.decode import detokenize, greedy_decode
+from rnntd_ref.io import load_model
+from rnntd_train.data import error_rates, read_manifest
+from rnntd_train.features import LogMel, read_wav
 
-SYNTH = os.path.join(HERE, "..", "corpus", "synth.py")
+SYNTH = [sys.executable, "-m", "rnntd_corpus.synth"]     # the corpus package of this installation
 
 
 def synthesise(a, sentences, name, seed, count, aug, voices="train"):
     out = os.path.join(a.work, name)
     if not os.path.exists(os.path.join(out, "manifest.jsonl")):
-        subprocess.run([sys.executable, SYNTH, "--engines", a.engines, "--work", a.work, "--sentences", sentences,
+        subprocess.run([*SYNTH, "--engines", a.engines, "--work", a.work, "--sentences", sentences,
                         "--out", out, "--seed", str(seed), "--count", str(count), "--aug", str(aug),
                         "--in-order", "--jobs", str(a.jobs), "--voices", voices]
                        + (["--neural", a.neural] if a.neural else []), check=True)

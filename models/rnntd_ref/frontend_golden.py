@@ -1,6 +1,6 @@
 """Golden files for the C feature frontend (engine/frontend.c) from the Python one (models/train/features.py).
 
-    cd models && /usr/bin/python3 -m rnntd_ref.frontend_golden --out ../tests/data/frontend
+    python3 -m rnntd_ref.frontend_golden --out tests/data/frontend     (needs rnntd_train: models/README.md)
 
 Writes, deterministically (the same command writes the same bytes):
   waves/<signal>.npy      float32 [N, 1]: 16-bit PCM values / 32768, so the C test can feed them as float or
@@ -19,20 +19,19 @@ import argparse
 import math
 import os
 import shutil
-import sys
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "train"))
-from features import LogMel, read_wav  # noqa: E402
+from rnntd_train.features import LogMel, read_wav
 
-from .config import FrontendConfig, load_config  # noqa: E402
-from .io import save_model  # noqa: E402
-from .model import RNNTModel  # noqa: E402
-from .npy import save_npy  # noqa: E402
-from .random_model import build_config, default_tokens, randomize_  # noqa: E402
+from .config import FrontendConfig, load_config
+from .io import save_model
+from .model import RNNTModel
+from .npy import save_npy
+from .random_model import build_config, default_tokens, randomize_
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 N = 2400  # samples of each full-length signal: 13 frames of the shipped frontend
 

@@ -3,8 +3,8 @@
 plain loops or the hand-written backwards: modes `loop` (LSTM layers and loss through autograd),
 `lstmfn` (lstm_fn.HardLSTMSeq, loss through autograd), `fn` (both hand-written; the default of train.py).
 
-    python3 models/train/bench_step.py [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
-                                       [--reps 5] [--modes loop,lstmfn,fn] [--device cuda]
+    python3 -m rnntd_train.bench_step [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
+                                      [--reps 5] [--modes loop,lstmfn,fn] [--device cuda]
 
 A shape BxTxU is B utterances padded to T feature frames (lengths drawn from [0.7 T, T]) with up to U
 labels. Prints medians (ms) of: the whole step (forward, loss, backward, clipping, AdamW), the encoder's
@@ -17,19 +17,18 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import time
 
 import torch
 
+from rnntd_ref.config import load_config
+
+from . import loss as loss_mod
+from . import model as train_model
+from .data import FeaturePool, spec_augment
+from .loss import multiblank_rnnt_loss
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, ".."))
-import loss as loss_mod  # noqa: E402
-import model as train_model  # noqa: E402
-from data import FeaturePool, spec_augment  # noqa: E402
-from loss import multiblank_rnnt_loss  # noqa: E402
-from rnntd_ref.config import load_config  # noqa: E402
 
 
 def sync(dev):

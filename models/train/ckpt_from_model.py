@@ -5,7 +5,7 @@ The checkpoint of a piece lives only on the GPU machine and in the folder it was
 is lost, training continues from the shipped model instead. The weights were exported as F16, so the
 resumed model differs from the lost checkpoint by that rounding only (relative 2^-11 per weight).
 
-  ckpt_from_model.py models/en-char-small --step 9183 --pieces 1 2 3 4 5 6 --out .corpus/model-helper/ckpt.pt
+  python3 -m rnntd_train.ckpt_from_model models/en-char-small --step 9183 --pieces 1 2 3 4 5 6 --out .corpus/model-helper/ckpt.pt
 
 --step and --pieces restore the counters the model card gives (the learning-rate schedule and the
 start of SpecAugment depend on the step; the data seeds already used are kept for the record).
@@ -14,15 +14,12 @@ the GPU machine; train.py's load_state_dict converts them back to fp32).
 """
 import argparse
 import os
-import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, ".."))
-from model import TrainModel  # noqa: E402
-from rnntd_ref.io import load_model  # noqa: E402
+from rnntd_ref.io import load_model
+
+from .model import TrainModel
 
 
 def main():

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import torch
 
-from features import LogMel, read_wav
+from .features import LogMel, read_wav
 
 TOKENS = ["\u2581", "'"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
 _ID = {c: i for i, c in enumerate(TOKENS)}

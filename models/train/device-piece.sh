@@ -14,8 +14,10 @@
 #   SHARDS     training shards to synthesise (default 30; synthesis runs all piece long on 15 cores)
 #   CONFIG     training hyper-parameters (default models/train/en-char-small.train.json)
 #   JOBS       synthesiser processes (default 15)
-#   PYTHON     the interpreter with torch (default python3)
-#   BENCH=1    first time one training step by part (bench_step.py, mode fn; BENCH_SHAPES) into bench.txt
+#   PYTHON     the interpreter with torch (default python3); the models package (CODE/models/pyproject.toml)
+#              is installed into it first, editable and offline (pip --no-index --no-build-isolation: the
+#              image's setuptools builds it), and the code runs as python3 -m rnntd_train.train
+#   BENCH=1    first time one training step by part (rnntd_train.bench_step, mode fn; BENCH_SHAPES) into bench.txt
 #   RACE=1     also run tests/gpu/device-daemon.sh $RACE_STEPS (default cli,unit,racecheck) in the
 #              background (carry .gpu/race too, staged by tests/gpu/stage-daemon.sh; logs in $OUT/race/)
 set -u
@@ -26,8 +28,12 @@ RUN=${RUN:-.corpus/run}
 CODE=${CODE:-.}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT/train"
+if ! "$PY" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --no-index \
+     -e "$CODE/models" > "$OUT/pip.txt" 2>&1; then
+  echo "device-piece: installing the models package from $CODE/models failed:"; tail -20 "$OUT/pip.txt"; exit 1
+fi
 if [ "${BENCH:-0}" = 1 ]; then
-  timeout 150 "$PY" "$CODE/models/train/bench_step.py" --model "${MODEL:-$CODE/models/train/en-char-small.yaml}" \
+  timeout 150 "$PY" -m rnntd_train.bench_step --model "${MODEL:-$CODE/models/train/en-char-small.yaml}" \
     --modes fn --shapes "${BENCH_SHAPES:-300x400x50,80x1200x150}" --reps 5 --profile > "$OUT/bench.txt" 2>&1
   echo "bench_step exit $?"; tail -25 "$OUT/bench.txt"
 fi
@@ -38,7 +44,7 @@ fi
 extra=()
 [ -f "$RUN/ckpt.pt" ] && extra+=(--resume "$RUN/ckpt.pt")
 [ -f "$RUN/neural.tar.xz" ] && extra+=(--neural "$RUN/neural.tar.xz")
-"$PY" "$CODE/models/train/train.py" --model "${MODEL:-$CODE/models/train/en-char-small.yaml}" \
+"$PY" -m rnntd_train.train --model "${MODEL:-$CODE/models/train/en-char-small.yaml}" \
   --config "${CONFIG:-$CODE/models/train/en-char-small.train.json}" --engines "$RUN/tts-root.tar.xz" \
   --text "$RUN/text" --work /tmp/w --out "$OUT/train" --data-seed "$seed" "${extra[@]}" \
   --max-frames 120000 --max-cells 6000000 --shards "${SHARDS:-30}" --budget-s "${BUDGET_S:-535}" --jobs "${JOBS:-15}" \

@@ -11,16 +11,14 @@ added to the input projection of all steps at once. Hard layers run through lstm
 """
 import math
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rnntd_ref.config import ModelConfig  # noqa: E402
-from lstm_fn import hard_lstm_seq  # noqa: E402
+from rnntd_ref.config import ModelConfig
+
+from .lstm_fn import hard_lstm_seq
 
 # Hard LSTM layers run as one autograd Function with a hand-written backward (lstm_fn.py, several
 # times fewer kernels per step); RNNTD_TRAIN_LSTM=loop gives the plain autograd loop below instead.

@@ -10,9 +10,9 @@ One piece (one GPU-machine call):
   4. evaluate on dev (batched greedy multi-blank decoding: WER, CER, frames skipped by big blanks), save
      OUT/ckpt.pt (weights in fp32 + counters) and export OUT/model/ (model.yaml, weights F16, tokens.txt).
 
-  train.py --model models/train/en-char-small.yaml --config models/train/en-char-small.train.json \
-           --engines .corpus/tts-root.tar.xz --text .corpus/text --work /tmp/w --out $OUT \
-           --data-seed 1 [--resume ckpt.pt] [--budget-s 470]
+  python3 -m rnntd_train.train --model models/train/en-char-small.yaml \
+           --config models/train/en-char-small.train.json --engines .corpus/tts-root.tar.xz \
+           --text .corpus/text --work /tmp/w --out $OUT --data-seed 1 [--resume ckpt.pt] [--budget-s 470]
 
 Reproducible from (model, config, data seeds of the pieces, resume chain): the corpus is deterministic
 for its seed, the batch order and SpecAugment draw from a generator seeded by (config seed, piece), and
@@ -31,16 +31,14 @@ import time
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, ".."))
-from data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment  # noqa: E402
-from loss import multiblank_rnnt_loss  # noqa: E402
-from model import TrainModel  # noqa: E402
-from rnntd_ref.config import load_config  # noqa: E402
-from rnntd_ref.io import export_state_dict  # noqa: E402
+from rnntd_ref.config import load_config
+from rnntd_ref.io import export_state_dict
 
-SYNTH = os.path.join(HERE, "..", "corpus", "synth.py")
+from .data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment
+from .loss import multiblank_rnnt_loss
+from .model import TrainModel
+
+SYNTH = [sys.executable, "-m", "rnntd_corpus.synth"]     # the corpus package of this installation
 
 
 def log(out, rec):
@@ -55,7 +53,7 @@ RUNNING = []   # the background synthesiser, to stop it (and its worker pool) wh
 
 def synth(args, sentences, out, seed, start, count, aug, jobs, in_order=False, nice=0, phonemes="hibari.jsonl.xz"):
     cmd = ([] if not nice else ["nice", "-n", str(nice)]) + [
-        sys.executable, SYNTH, "--engines", args.engines, "--work", args.work, "--sentences", sentences,
+        *SYNTH, "--engines", args.engines, "--work", args.work, "--sentences", sentences,
         "--out", out, "--seed", str(seed), "--start", str(start), "--count", str(count), "--aug", str(aug),
         "--jobs", str(jobs)] + (["--in-order"] if in_order else [])
     if args.neural:

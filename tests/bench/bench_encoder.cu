@@ -354,6 +354,8 @@ struct ours_result {
     char graph_txt[32];                /* soft with per-step GEMMs in a graph (persistent kernel off) */
     int default_persist;               /* whether the default path is the persistent kernel */
     char fused_txt[32];                /* hard with the fused step kernel (max_batch <= 32), or "n/a" */
+    float ms_wave;                     /* soft with layer pairs as one wavefront (cu_wave.h), 0 if n/a */
+    std::vector<float> y_wave;         /* its output [B][T][H] */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
 };
@@ -373,9 +375,11 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     snprintf(r.fused_txt, sizeof r.fused_txt, "n/a");
     snprintf(r.graph_txt, sizeof r.graph_txt, "n/a");
     r.default_persist = 0;
-    for (int run = 0; run < 6; run++) {
-        /* 0/1 default hard/soft, 2 soft persistent on, 3 soft persistent off, 4/5 fused hard/soft */
-        int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 ? -1 : 0, fused = run >= 4;
+    r.ms_wave = 0;
+    for (int run = 0; run < 7; run++) {
+        /* 0/1 default hard/soft, 2 soft persistent on, 3 soft persistent off, 4/5 fused hard/soft, 6 soft
+         * wavefront pairs */
+        int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 ? -1 : 0, fused = run == 4 || run == 5;
         cu_weights wa = w; /* shares the device arena; only the activation differs */
         wa.act = soft ? RNNT_ACT_SOFT : RNNT_ACT_HARD;
         cu_encoder_params p;
@@ -385,9 +389,11 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.graphs = 1;
         p.persist = persist;
         p.fused = fused;
+        p.wave = run == 6 ? 1 : -1;
         cu_encoder *e;
         RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
-        if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || (run >= 4 && !cu_encoder_fused_steps(e))) {
+        if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || ((run == 4 || run == 5) && !cu_encoder_fused_steps(e)) ||
+            (run == 6 && cu_encoder_wave_pairs(e) == 0)) {
             /* does not apply (fp32, or too large) */
             cu_encoder_free(e);
             continue;
@@ -397,8 +403,10 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         float ms = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
         const cu_encoder_batch *bt = cu_encoder_get_batch(e);
         if (!bt->graphs_on) fprintf(stderr, "warning: our encoder ran without graphs (%s)\n", bt->graph_note ? bt->graph_note : "?");
-        if (run == 1) {
-            r.ms_soft = ms;
+        if (run == 1 || run == 6) {
+            std::vector<float> &ys = run == 1 ? r.y_soft : r.y_wave;
+            if (run == 1) r.ms_soft = ms;
+            else r.ms_wave = ms;
             size_t n = (size_t)bt->nb * bt->t_enc * w.hep;
             std::vector<float> out(n);
             if (f16) {
@@ -408,12 +416,14 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
             } else {
                 CK(cudaMemcpy(out.data(), bt->out, n * 4, cudaMemcpyDeviceToHost));
             }
-            r.y_soft.resize((size_t)B * T * H);
+            ys.resize((size_t)B * T * H);
             for (int b = 0; b < B; b++)
                 for (int t = 0; t < T; t++)
-                    memcpy(&r.y_soft[((size_t)b * T + t) * H], &out[((size_t)b * bt->t_enc + t) * w.hep], (size_t)H * 4);
-            r.bytes = cu_encoder_device_bytes(e);
-            r.default_persist = cu_encoder_persistent_layers(e) > 0;
+                    memcpy(&ys[((size_t)b * T + t) * H], &out[((size_t)b * bt->t_enc + t) * w.hep], (size_t)H * 4);
+            if (run == 1) {
+                r.bytes = cu_encoder_device_bytes(e);
+                r.default_persist = cu_encoder_persistent_layers(e) > 0;
+            }
         } else if (run == 0) {
             r.ms_hard = ms;
         } else if (run == 2) {
@@ -501,7 +511,7 @@ int main(int argc, char **argv)
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
            "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
-    std::vector<std::string> notes;
+    std::vector<std::string> notes, waves;
     for (const shape &sh : shapes) {
         host_model hm;
         make_model(&hm, sh.layers, sh.I, sh.H);
@@ -547,6 +557,19 @@ int main(int argc, char **argv)
                     for (int j = 0; j < sh.H; j++)
                         diff = std::max(diff, (double)fabsf(o.y_soft[((size_t)b * sh.T + t) * sh.H + j] -
                                                             ystd[((size_t)t * sh.B + b) * sh.H + j]));
+        if (o.ms_wave > 0 && best.ok) {
+            double dw = 0;
+            if (ystd.size())
+                for (int b = 0; b < sh.B; b++)
+                    for (int t = 0; t < sh.T; t++)
+                        for (int j = 0; j < sh.H; j++)
+                            dw = std::max(dw, (double)fabsf(o.y_wave[((size_t)b * sh.T + t) * sh.H + j] -
+                                                            ystd[((size_t)t * sh.B + b) * sh.H + j]));
+            char wl[400];
+            snprintf(wl, sizeof wl, "| %s | %s | %d | %.3f | %.3f | %.3f (%s) | %.2f | %.2f | %.2g |", shp, sh.f16 ? "fp16" : "fp32",
+                     sh.B, o.ms_soft, o.ms_wave, best.ms, algo_name(best_algo), o.ms_soft / best.ms, o.ms_wave / best.ms, dw);
+            waves.push_back(wl);
+        }
         size_t es = sh.f16 ? 2 : 4;
         double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
         if (best.ok)
@@ -567,6 +590,12 @@ int main(int argc, char **argv)
                      t.ok ? (std::to_string(t.ms) + " ms").c_str() : t.why);
             notes.push_back(nb);
         }
+    }
+    if (waves.size()) {
+        printf("\nLayer wavefront pairs (cu_wave.h, encoder param wave = 1), soft, same process:\n| shape | dtype | B | ours "
+               "default ms | ours wave pairs ms | cuDNN best ms (algo) | default / cuDNN | wave / cuDNN | max abs(wave - cuDNN) |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
+        for (auto &l : waves) printf("%s\n", l.c_str());
     }
     printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
     for (auto &n : notes) printf("  %s\n", n.c_str());

@@ -3,8 +3,8 @@
 normal client's latency, smuggling probes, unknown transfer codings, the connection cap, and the cost
 of idle connections (RSS and descriptors). Prints what it saw; asserts nothing (not part of CI).
 
-  tests/bench/http_edge.py --bin build/server/rnntd --model tests/data/golden/hard_bb [--config FILE]
-                           [--slow 300 --every 5 --duration 30] [--idle 4000] [--cap-probe 50]
+  PYTHONPATH=tests/server tests/bench/http_edge.py --bin build/server/rnntd --model tests/data/golden/hard_bb
+      [--config FILE] [--slow 300 --every 5 --duration 30] [--idle 4000] [--cap-probe 50]
 
 The daemon is started here (loopback, a free port, CPU backend) and stopped at the end."""
 import argparse
@@ -21,10 +21,11 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "server"))
-from harness import json_body, model_info, random_features  # noqa: E402
-from test_edge import exchange  # noqa: E402  (the edge test's send-and-read-until-close)
+try:    # the server tests' harness and test_edge's send-and-read-until-close, from PYTHONPATH=tests/server
+    from harness import json_body, model_info, random_features
+    from test_edge import exchange
+except ImportError as e:
+    sys.exit("http_edge.py: %s: run it with PYTHONPATH=tests/server (it shares the server tests' code)" % e)
 
 
 def start(binary, model, config):

@@ -26,16 +26,14 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import dockerfile as df  # noqa: E402
-from pyenv import tool  # noqa: E402
+import dockerfile as df
+from pyenv import tool
 
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 DOCKER = os.path.join(SRC, "deploy", "docker")

@@ -19,8 +19,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from pyenv import PYENV, tool  # noqa: E402
+from pyenv import PYENV, tool
 
 try:
     import jsonschema

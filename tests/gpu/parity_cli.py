@@ -5,14 +5,16 @@ exactly as the first one does, and each one's WER (models/train/data.py's error_
 
     parity_cli.py MANIFEST.jsonl NAME=OUTPUT.txt [NAME=OUTPUT.txt ...]
 
+Needs the models package (rnntd_train; models/README.md): here the checkout's .venv/bin/python, on the
+GPU machine after `python3 -m pip install -q --no-deps --no-build-isolation --no-index -e models`.
+
 MANIFEST.jsonl: the evaluation set's manifest (models/eval/evaluate.py): "id" and "text" per utterance;
 a feature file's name without ".npy" is its id. Exit status 1 when an output lacks an utterance."""
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "train"))
-from data import error_rates  # noqa: E402
+from rnntd_train.data import error_rates
 
 
 def read_output(path):

@@ -507,6 +507,18 @@ static gm_cfg enc_model(int which)
         c.J = 29;
         c.n_big = 1;
         c.dur[0] = 2;
+    } else if (which == 2) {
+        /* equal sizes, so layers 0 + 1 run as one layer wavefront when asked (cu_wave.h), with a time
+         * stack of 2 inside the pair; H = 100 is not a multiple of 64 */
+        c.name = "k-enc-wave";
+        c.F = 5;
+        c.k = 2;
+        c.n_enc = 3;
+        c.enc_h[0] = 100, c.enc_h[1] = 100, c.enc_h[2] = 100;
+        c.enc_s[0] = 2, c.enc_s[1] = 1, c.enc_s[2] = 1;
+        c.J = 21;
+        c.n_big = 1;
+        c.dur[0] = 2;
     } else {
         c.name = "k-enc-soft";
         c.F = 6;
@@ -544,7 +556,8 @@ static void test_encoder(void **state)
     CK(cudaMalloc(&ws, 32 << 20));
     cublasHandle_t h;
     RK(cu_blas_create(s, ws, 32 << 20, &h, err, errlen));
-    for (int mi = 0; mi < (g_quick ? 1 : 2); mi++) {
+    for (int mi = 0; mi < 3; mi++) {
+        if (g_quick && mi == 1) continue;
         char *dir = tu_tmpdir();
         gm_cfg mc = enc_model(mi);
         gm_write_model(dir, &mc, g_seed + 10 + mi);
@@ -568,10 +581,11 @@ static void test_encoder(void **state)
              * for fp16 runners of <= CU_PERSIST_AUTO_MAX_B, per-step GEMMs otherwise). The batch of 3 below
              * runs the persistent kernel with one n-tile, the batch of 17 with four: bitwise equal outputs
              * check that the n-tile count (and the rows past their length, skipped) do not touch the numerics. */
-            static const int cfgs[][3] = {{0, -1, 0}, {1, -1, 0}, {1, 1, 0}, {1, 0, 1}, {1, 0, 0}};
-            for (int ci = 0; ci < 5; ci++) {
-                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2];
-                if (persist > 0 && dt != CU_F16) continue;
+            /* the last: the default with layer pairs as one wavefront (cu_wave.h; fp16, equal sizes) */
+            static const int cfgs[][4] = {{0, -1, 0, -1}, {1, -1, 0, -1}, {1, 1, 0, -1}, {1, 0, 1, -1}, {1, 0, 0, -1}, {1, 0, 0, 1}};
+            for (int ci = 0; ci < 6; ci++) {
+                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2], wave = cfgs[ci][3];
+                if ((persist > 0 || wave > 0) && dt != CU_F16) continue;
                 if (g_quick && ci == 0) continue;
                 cu_encoder_params p;
                 memset(&p, 0, sizeof p);
@@ -580,6 +594,7 @@ static void test_encoder(void **state)
                 p.graphs = graphs;
                 p.persist = persist;
                 p.fused = fused;
+                p.wave = wave;
                 p.r_in = 64; /* several chunks even at these sizes */
                 cu_encoder *e;
                 RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
@@ -636,9 +651,12 @@ static void test_encoder(void **state)
                     fail_msg("encoder: default path %s: %d persistent layers", dt_name(dt), cu_encoder_persistent_layers(e));
                 if (persist < 0 && cu_encoder_persistent_layers(e) != 0) fail_msg("encoder: persistent path taken when off");
                 if (fused != cu_encoder_fused_steps(e)) fail_msg("encoder: fused steps %d, asked %d", cu_encoder_fused_steps(e), fused);
-                printf("encoder %s %s graphs=%d persist=%d fused=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
+                if (wave > 0 && mi == 2 && cu_encoder_wave_pairs(e) != 1)
+                    fail_msg("encoder: %d wavefront pairs, want 1", cu_encoder_wave_pairs(e));
+                if (wave < 0 && cu_encoder_wave_pairs(e) != 0) fail_msg("encoder: wavefront taken when off");
+                printf("encoder %s %s graphs=%d persist=%d fused=%d wave pairs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
                        "CPU; bitwise batch-invariant; %.1f MiB of buffers\n",
-                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_persistent_layers(e), worst, worst_fp,
+                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e), worst, worst_fp,
                        cu_encoder_device_bytes(e) / 1048576.0);
                 free(f);
                 free(fp);

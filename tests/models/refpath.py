@@ -1,12 +1,11 @@
-"""Puts models/ on sys.path (for `import rnntd_ref`) and pins torch to one thread (tests run side by side)."""
+"""Where the tests' data is, and torch pinned to one thread (the tests run side by side). The reference
+itself (rnntd_ref) comes from the models package of this checkout (models/pyproject.toml), installed
+in the checkout's .venv by deploy/install-deps.sh --test; check_package.py checks that."""
 import os
-import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 MODELS = os.path.join(ROOT, "models")
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
-if MODELS not in sys.path:
-    sys.path.insert(0, MODELS)
 
 import torch  # noqa: E402
 

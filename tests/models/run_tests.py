@@ -14,7 +14,6 @@ except ImportError as e:
     sys.exit(77)
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)
 loader = unittest.defaultTestLoader
 if len(sys.argv) > 1:
     suite = loader.loadTestsFromNames(sys.argv[1:])

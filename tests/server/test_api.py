@@ -2,12 +2,10 @@
 import json
 import os
 import socket
-import sys
 import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (BACKEND, GOLDEN, MODEL, SLOW, read_safetensors, Daemon, DaemonTest, cli_transcripts, json_body, model_info, npy_bytes, readb,
                      random_features, read_npy, sample_files, split_response)
 

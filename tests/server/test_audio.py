@@ -12,13 +12,11 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import unittest
 import wave
 
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CLI, SLOW, Daemon, cli_transcripts, readb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

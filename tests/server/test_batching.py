@@ -9,7 +9,6 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (BACKEND, MODEL, SLOW, Daemon, DaemonTest, cli_transcripts, json_body, npy_bytes, random_features,
                      read_npy, readb, sample_files)
 from test_api import make_inputs

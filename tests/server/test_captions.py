@@ -25,7 +25,6 @@ import urllib.request
 
 import websockets
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import SLOW, Daemon
 
 SHIPPED = os.environ.get("RNNTD_SHIPPED", os.path.join(os.path.dirname(__file__), "..", "..", "models", "en-char-small"))

@@ -7,13 +7,11 @@ import json
 import os
 import resource
 import socket
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import SLOW, DaemonTest, json_body, random_features, split_response
 
 

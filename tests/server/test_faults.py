@@ -14,13 +14,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (BACKEND, BIN, MODEL, PRECISION, SLOW, Daemon, json_body, model_info, random_features)
 
 needs_model = unittest.skipUnless(MODEL and os.path.isdir(MODEL), "no test model (RNNTD_MODEL)")

@@ -2,15 +2,12 @@
 huge headers, junk. After each, the daemon must still answer everybody else correctly; at the end it
 must exit 0 with nothing held (pending bytes 0) and, under ASan, no leak or error."""
 import json
-import os
 import random
 import socket
-import sys
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import SLOW, DaemonTest, json_body, npy_bytes, random_features, split_response
 
 

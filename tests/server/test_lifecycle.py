@@ -5,13 +5,11 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (BIN, CONF, MODEL, RELOAD_FROM, RELOAD_TO, SLOW, Daemon, cli_transcripts, json_body, model_info, npy_bytes,
                      random_features, split_response)
 

@@ -12,7 +12,6 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CONF, SLOW, Daemon, npy_bytes, random_features
 
 SHIPPED = os.environ.get("RNNTD_SHIPPED_MODEL", "")

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import MODEL, SLOW, DaemonTest, readb, sample_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))

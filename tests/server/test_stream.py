@@ -34,7 +34,6 @@ import wave
 
 import websockets
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import MODEL, RELOAD_FROM, RELOAD_TO, SLOW, Daemon, model_info, npy_bytes, random_features, read_npy
 
 SHIPPED = os.environ.get("RNNTD_SHIPPED", os.path.join(os.path.dirname(__file__), "..", "..", "models", "en-char-small"))

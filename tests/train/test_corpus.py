@@ -7,11 +7,8 @@ import tempfile
 import unittest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models", "corpus"))
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-import build_text  # noqa: E402
-import synth  # noqa: E402
-from data import decode_ids, encode_text, error_rates  # noqa: E402
+from rnntd_corpus import build_text, synth
+from rnntd_train.data import decode_ids, encode_text, error_rates
 
 
 class TestText(unittest.TestCase):
@@ -112,7 +109,7 @@ class TestSynthRun(unittest.TestCase):
         sent = os.path.join(out, "s.txt")
         with open(sent, "w") as f:
             f.write("they entered into the land of canaan\nfor your work shall be rewarded\n")
-        subprocess.run([sys.executable, os.path.join(ROOT, "models", "corpus", "synth.py"), "--engines", ENGINES,
+        subprocess.run([sys.executable, "-m", "rnntd_corpus.synth", "--engines", ENGINES,
                         "--sentences", sent, "--out", os.path.join(out, "a"), "--seed", "11", "--count", "6",
                         "--jobs", "2", "--chunk", str(chunk)], check=True, capture_output=True)
         recs = [json.loads(x) for x in open(os.path.join(out, "a", "manifest.jsonl"))]

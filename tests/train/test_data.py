@@ -1,16 +1,11 @@
 """Batch preparation (models/train/data.py): FeaturePool.collate and spec_augment against the plain
 per-utterance loops they replaced (the same tensors exactly, and the same random draws)."""
-import os
 import random
-import sys
 import unittest
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-sys.path.insert(0, os.path.join(ROOT, "models"))
-from data import FeaturePool, spec_augment  # noqa: E402
+from rnntd_train.data import FeaturePool, spec_augment
 
 SPEC = {"freq_masks": 2, "freq_width": 12, "time_masks": 2, "time_width": 25}
 

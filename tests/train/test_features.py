@@ -2,17 +2,14 @@
 import dataclasses
 import math
 import os
-import sys
 import unittest
 
 import numpy as np
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-sys.path.insert(0, os.path.join(ROOT, "models"))
-from features import LogMel, mel_filterbank, warp_spectrum  # noqa: E402
-from rnntd_ref.config import FrontendConfig  # noqa: E402
+from rnntd_ref.config import FrontendConfig
+from rnntd_train.features import LogMel, mel_filterbank, warp_spectrum
 
 FE = FrontendConfig(preemphasis=0.97, dither=0.0, window="hann", win_length=400, hop_length=160, n_fft=512,
                     center=False, power=2.0, n_mels=80, f_min=0.0, f_max=8000.0, mel_scale="slaney",

@@ -1,13 +1,10 @@
 """The multi-blank RNN-T loss against a brute-force sum over every alignment, and against torchaudio."""
-import os
-import sys
 import unittest
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "train"))
-import loss as loss_mod  # noqa: E402
-from loss import brute_force_loglik, multiblank_rnnt_loglik, multiblank_rnnt_loss  # noqa: E402
+from rnntd_train import loss as loss_mod
+from rnntd_train.loss import brute_force_loglik, multiblank_rnnt_loglik, multiblank_rnnt_loss
 
 
 def case(seed, B, T, U, V, durations, dtype=torch.float64):

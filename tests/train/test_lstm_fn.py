@@ -1,14 +1,10 @@
 """The hand-written LSTM layer backward (models/train/lstm_fn.py) against autograd through the plain loop."""
-import os
-import sys
 import unittest
 
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-import model as train_model  # noqa: E402
-from lstm_fn import hard_lstm_seq  # noqa: E402
+from rnntd_train import model as train_model
+from rnntd_train.lstm_fn import hard_lstm_seq
 
 
 def loop_layer(layer, x):

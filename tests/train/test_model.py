@@ -1,18 +1,15 @@
 """The training model (models/train/model.py) computes the reference's math (models/rnntd_ref)."""
 import os
-import sys
 import tempfile
 import unittest
 
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-sys.path.insert(0, os.path.join(ROOT, "models"))
-from model import TrainModel  # noqa: E402
-from rnntd_ref.decode import greedy_decode  # noqa: E402
-from rnntd_ref.io import export_state_dict, load_model  # noqa: E402
-from rnntd_ref.random_model import build_config  # noqa: E402
+from rnntd_ref.decode import greedy_decode
+from rnntd_ref.io import export_state_dict, load_model
+from rnntd_ref.random_model import build_config
+from rnntd_train.model import TrainModel
 
 
 def small_cfg(durations=(2, 4, 8), act="hard"):

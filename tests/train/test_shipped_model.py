@@ -9,11 +9,9 @@ import numpy as np
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "models"))
-sys.path.insert(0, os.path.join(ROOT, "models", "train"))
-from features import LogMel, read_wav  # noqa: E402
-from rnntd_ref.decode import detokenize, greedy_decode  # noqa: E402
-from rnntd_ref.io import load_model  # noqa: E402
+from rnntd_ref.decode import detokenize, greedy_decode
+from rnntd_ref.io import load_model
+from rnntd_train.features import LogMel, read_wav
 
 MODEL = os.path.join(ROOT, "models", "en-char-small")
 SAMPLES = os.path.join(MODEL, "samples")
@@ -52,10 +50,10 @@ class TestShippedModel(unittest.TestCase):
         """ckpt_from_model.py: a checkpoint train.py resumes from, with the model's exact weights."""
         import subprocess
         import tempfile
-        from model import TrainModel
+        from rnntd_train.model import TrainModel
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "ckpt.pt")
-            subprocess.run([sys.executable, os.path.join(ROOT, "models", "train", "ckpt_from_model.py"), MODEL,
+            subprocess.run([sys.executable, "-m", "rnntd_train.ckpt_from_model", MODEL,
                             "--step", "9183", "--pieces", "1", "2", "3", "4", "5", "6", "--out", out], check=True, capture_output=True)
             ck = torch.load(out)
         self.assertEqual((ck["step"], ck["pieces"]), (9183, [1, 2, 3, 4, 5, 6]))

@@ -1,0 +1,465 @@
+/* cu_wave.cu — a layer wavefront of persistent LSTM recurrences in one kernel (see cu_wave.h). The
+ * recurrence of each layer is cu_persist.cu's counter mode; what is new: several layers' blocks in one
+ * grid, each layer with its own arrival counter and h double buffer, a progress counter per layer (steps
+ * whose y rows are written), and the later layers' input projections in chunks inside the kernel. */
+#include "cu_wave.h"
+
+#include <stdint.h>
+
+#include "cu_persist.h"
+
+namespace {
+
+constexpr int U = CU_PERSIST_U;
+constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
+constexpr int RS = 36;          /* floats per (warp, column) row of the partial sums: 32 gate rows + pad */
+constexpr int CCOLS = 16;       /* columns (step, row) per pass of the chunked input projection: 2 n-tiles */
+constexpr int LINE = 32;        /* words per control line (128 bytes) */
+constexpr size_t CTL_BYTES = 4096; /* layer l: arrivals at line 2l, progress at line 2l + 1; group done at line 2 MAX */
+constexpr int MAX_ROWS = 32;    /* batch rows per launch (NT <= 4) */
+constexpr size_t SMEM_BUDGET = 110 * 1024; /* per block, so that two blocks share an SM */
+static_assert(4 * U == 32, "a block's gate rows are one warp's lanes");
+
+struct wlayer {
+    const __half *w_hh, *w_ih, *x;
+    const float *bias;
+    const int *len;
+    __half *y;
+    size_t ldx_b, ldy_b;
+    int T, in_w, s;
+};
+
+struct wprm {
+    wlayer L[CU_WAVE_MAX_LAYERS];
+    int n, nb, H, hp, g4, chunk;
+    unsigned *ctl;
+    __half *hb; /* layer l: [2][nb][hp] at hb + l * 2 * nb * hp */
+};
+
+template <bool HARD>
+__device__ __forceinline__ float sig(float x)
+{
+    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
+}
+template <bool HARD>
+__device__ __forceinline__ float phi(float x)
+{
+    return HARD ? cu_hardtanh(x) : tanhf(x);
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void red_release_add(unsigned *p, unsigned v)
+{
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void spin_until(const unsigned *p, unsigned target)
+{
+    for (unsigned spins = 0; ld_acquire(p) < target; spins++)
+        if (spins > (1u << 27)) __trap(); /* a lost block fails loudly instead of hanging */
+}
+__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
+{
+    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ uint32_t mask2(uint32_t v, int k, int H)
+{
+    return k >= H ? 0u : (k + 1 >= H ? (v & 0xffffu) : v);
+}
+
+/* KS: k16 steps per warp of the recurrent product (K slice 16 KS); NT: n-tiles of 8 rows. */
+template <bool HARD, int KS, int NT>
+__global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wprm P)
+{
+    static_assert(KS % 2 == 0, "16-byte h loads cover two k-steps");
+    constexpr int NC = NT * 8;
+    constexpr int NG = NT < 4 ? NT : 4;
+    extern __shared__ __align__(16) float smem[];
+    float *const part = smem;                          /* [2][WARPS][NC][RS] */
+    float *const cpart = part + 2 * WARPS * NC * RS;   /* [WARPS][CCOLS][RS] */
+    __half *const xin = (__half *)(cpart + WARPS * CCOLS * RS); /* [chunk][nb][32] input projection (fp16) */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int nb = P.nb, H = P.H, hp = P.hp, C = P.chunk;
+    const unsigned nblk = gridDim.x / (unsigned)P.n;
+    const int li = (int)(blockIdx.x / nblk), j0 = (int)(blockIdx.x % nblk) * U;
+    const wlayer &L = P.L[li];
+    const int T = L.T;
+    auto kch = [&](int v) { return 8 * (w * (2 * KS) + 4 * v + q); };
+
+    /* W_hh fragments in registers, as cu_persist.cu */
+    uint32_t A[2][KS][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        const int R0 = mt * 16 + g, R1 = R0 + 8;
+        const int ja = j0 + (R0 & 7), jb = j0 + (R1 & 7);
+        const __half *ra = L.w_hh + (size_t)((R0 >> 3) * H + ja) * hp, *rb = L.w_hh + (size_t)((R1 >> 3) * H + jb) * hp;
+        const __half z = __float2half_rn(0.0f);
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            const int k = kch(s >> 1) + 4 * (s & 1);
+            __half va[4], vb[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                va[e] = ja < H && k + e < H ? ra[k + e] : z;
+                vb[e] = jb < H && k + e < H ? rb[k + e] : z;
+            }
+            A[mt][s][0] = pack2(va[0], va[1]);
+            A[mt][s][1] = pack2(vb[0], vb[1]);
+            A[mt][s][2] = pack2(va[2], va[3]);
+            A[mt][s][3] = pack2(vb[2], vb[3]);
+        }
+    }
+
+    const int gr = lane >> 3, ul = lane & 7, j = j0 + ul;
+    const bool jv = j < H;
+    const float bias_r = jv ? L.bias[gr * H + j] : 0.0f;
+    float xb[NT], c[NT];
+    int lenb[NT], lenf[NT];
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        const int b = w + 8 * i;
+        const bool v = b < nb && jv;
+        xb[i] = v && li == 0 ? __fadd_rn(__half2float(L.x[b * L.ldx_b + gr * H + j]), bias_r) : 0.0f;
+        c[i] = 0.0f;
+        lenb[i] = b < nb ? L.len[b] : 0;
+        const int bf = i * 8 + g;
+        lenf[i] = bf < nb ? L.len[bf] : 0;
+    }
+    int lmax = 0;
+    for (int b = 0; b < nb; b++) lmax = L.len[b] > lmax ? L.len[b] : lmax;
+    const int Trun = lmax < T ? lmax : T;
+    /* the layer before (li > 0): its steps run, its progress counter */
+    int Tprev_run = 0;
+    if (li > 0) {
+        const wlayer &Lp = P.L[li - 1];
+        int m = 0;
+        for (int b = 0; b < nb; b++) m = Lp.len[b] > m ? Lp.len[b] : m;
+        Tprev_run = m < Lp.T ? m : Lp.T;
+    }
+    const size_t hbs = (size_t)nb * hp;
+    __half *const hb = P.hb + (size_t)li * 2 * hbs;
+    unsigned *const ctr = P.ctl + LINE * (2 * li), *const prog = P.ctl + LINE * (2 * li + 1);
+    unsigned published = 0; /* thread 0: steps of this block's y published on prog */
+
+    /* input projection of steps [t0, t0 + C) (li > 0): x = fp16(W_ih in) per (step, row) column */
+    auto chunk_proj = [&](int t0) {
+        const wlayer &Lp = P.L[li - 1];
+        const int s = L.s, in_w = L.in_w, nk = (in_w + 15) / 16; /* in_w is a multiple of 8, not always of 16 */
+        /* columns (step, row) of the rows still live at t0 only: an encoder bucket of 8 slots holding one
+         * utterance projects 1 row, not 8 */
+        unsigned live = 0;
+        for (int b = 0; b < nb; b++) live |= L.len[b] > t0 ? 1u << b : 0u;
+        const int nl = __popc(live), cs = Trun - t0 < C ? Trun - t0 : C, ncols = cs * nl;
+        auto row_of = [&](int col) { return (int)__fns(live, 0, col % nl + 1); }; /* the (col % nl)-th live row */
+        int need = (t0 + cs) * s;
+        need = need < Tprev_run ? need : Tprev_run;
+        if (tid == 0 && need > 0) spin_until(P.ctl + LINE * (2 * li - 1), nblk * (unsigned)need);
+        __syncthreads();
+        /* this lane's 4 W_ih rows (mt 0: g, g + 8; mt 1: + 16) as element offsets, -1 past H */
+        int wro[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int R = (r >> 1) * 16 + (r & 1) * 8 + g, jj = j0 + (R & 7);
+            wro[r] = jj < H ? ((R >> 3) * H + jj) * in_w : -1;
+        }
+        for (int c0 = 0; c0 < ncols; c0 += CCOLS) {
+            float acc[2][2][4];
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) acc[n][mt][0] = acc[n][mt][1] = acc[n][mt][2] = acc[n][mt][3] = 0.0f;
+            /* this lane's B columns: (step tt, row b) */
+            int src[2]; /* element offset of the column's stacked input row in the layer before's y */
+            int lim[2]; /* producer steps < lim are live for this column (its row's length) */
+            int base[2];
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                const int col = c0 + n * 8 + g;
+                const bool cv = col < ncols;
+                const int tl = cv ? col / nl : 0, b = cv ? row_of(col) : 0, tt = t0 + tl;
+                src[n] = (int)(b * Lp.ldy_b + (size_t)tt * s * hp);
+                base[n] = tt * s;
+                lim[n] = cv ? Lp.len[b] : 0;
+            }
+#pragma unroll 2
+            for (int ks = w; ks < nk; ks += WARPS) {
+                const int k = ks * 16 + 2 * q;
+                const bool k0 = k < in_w, k1 = k + 8 < in_w; /* the second half of the last k16 step may be past in_w */
+                uint32_t a[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const int ra = 2 * mt, rb = 2 * mt + 1;
+                    a[mt][0] = wro[ra] >= 0 && k0 ? __ldg((const unsigned *)(L.w_ih + wro[ra] + k)) : 0u;
+                    a[mt][1] = wro[rb] >= 0 && k0 ? __ldg((const unsigned *)(L.w_ih + wro[rb] + k)) : 0u;
+                    a[mt][2] = wro[ra] >= 0 && k1 ? __ldg((const unsigned *)(L.w_ih + wro[ra] + k + 8)) : 0u;
+                    a[mt][3] = wro[rb] >= 0 && k1 ? __ldg((const unsigned *)(L.w_ih + wro[rb] + k + 8)) : 0u;
+                }
+#pragma unroll
+                for (int n = 0; n < 2; n++) {
+                    const bool v0 = k0 && base[n] + k / hp < lim[n], v1 = k1 && base[n] + (k + 8) / hp < lim[n];
+                    const uint32_t b0 = v0 ? __ldcg((const unsigned *)(Lp.y + src[n] + k)) : 0u;
+                    const uint32_t b1 = v1 ? __ldcg((const unsigned *)(Lp.y + src[n] + k + 8)) : 0u;
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) mma16816(acc[n][mt], a[mt], b0, b1);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const int col = n * 8 + 2 * q, row = mt * 16 + g;
+                    float *p = cpart + ((size_t)w * CCOLS + col) * RS + row;
+                    p[0] = acc[n][mt][0];
+                    p[RS] = acc[n][mt][1];
+                    p[8] = acc[n][mt][2];
+                    p[RS + 8] = acc[n][mt][3];
+                }
+            __syncthreads();
+            for (int i = tid; i < CCOLS * 32; i += THREADS) {
+                const int col = i >> 5, R = i & 31;
+                if (c0 + col >= ncols) continue;
+                const float *p = cpart + (size_t)col * RS + R;
+                float sum = p[0];
+#pragma unroll
+                for (int k = 1; k < WARPS; k++) sum = __fadd_rn(sum, p[(size_t)k * CCOLS * RS]);
+                const int cc = c0 + col;
+                xin[((size_t)(cc / nl) * nb + row_of(cc)) * 32 + R] = __float2half_rn(sum);
+            }
+            __syncthreads();
+        }
+    };
+
+    for (int t = 0; t < Trun; t++) {
+        float *pt = part + (size_t)(t & 1) * WARPS * NC * RS;
+        if (li > 0 && t % C == 0) chunk_proj(t);
+        if (t > 0) {
+#pragma unroll
+            for (int n0 = 0; n0 < NT; n0 += NG) {
+                uint32_t Bf[NG][KS][2];
+                const __half *src = hb + (size_t)((t - 1) & 1) * hbs;
+#pragma unroll
+                for (int n = 0; n < NG; n++) {
+                    const int b = (n0 + n) * 8 + g;
+#pragma unroll
+                    for (int v = 0; v < KS / 2; v++) {
+                        const int k = kch(v);
+                        uint4 d = make_uint4(0, 0, 0, 0);
+                        if (t < lenf[n0 + n] && k < H) d = __ldcg((const uint4 *)(src + (size_t)b * hp + k));
+                        if (k + 8 > H) {
+                            d.x = mask2(d.x, k, H), d.y = mask2(d.y, k + 2, H);
+                            d.z = mask2(d.z, k + 4, H), d.w = mask2(d.w, k + 6, H);
+                        }
+                        Bf[n][2 * v][0] = d.x, Bf[n][2 * v][1] = d.y;
+                        Bf[n][2 * v + 1][0] = d.z, Bf[n][2 * v + 1][1] = d.w;
+                    }
+                }
+#pragma unroll
+                for (int n = 0; n < NG; n++) {
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                        for (int s = 0; s < KS; s++) mma16816(acc, A[mt][s], Bf[n][s][0], Bf[n][s][1]);
+                        const int col = (n0 + n) * 8 + 2 * q, row = mt * 16 + g;
+                        float *p = pt + ((size_t)w * NC + col) * RS + row;
+                        p[0] = acc[0];
+                        p[RS] = acc[1];
+                        p[8] = acc[2];
+                        p[RS + 8] = acc[3];
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        __half hy[NT];
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            const int b = w + 8 * i;
+            if (b >= nb) break;
+            if (t >= lenb[i]) {
+                hy[i] = __float2half_rn(0.0f);
+                continue;
+            }
+            float v = li == 0 ? xb[i]
+                              : __fadd_rn(__half2float(xin[((size_t)(t % C) * nb + b) * 32 + lane]), bias_r);
+            if (t > 0) {
+                const float *p = pt + (size_t)b * RS + lane;
+                float sum = p[0];
+#pragma unroll
+                for (int k = 1; k < WARPS; k++) sum = __fadd_rn(sum, p[(size_t)k * NC * RS]);
+                v = __fadd_rn(v, sum);
+            }
+            const float ai = __shfl_sync(0xffffffffu, v, ul), af = __shfl_sync(0xffffffffu, v, 8 + ul);
+            const float ag = __shfl_sync(0xffffffffu, v, 16 + ul), ao = __shfl_sync(0xffffffffu, v, 24 + ul);
+            const float ig = sig<HARD>(ai), fg = sig<HARD>(af), gg = phi<HARD>(ag), og = sig<HARD>(ao);
+            const float cn = __fadd_rn(__fmul_rn(fg, c[i]), __fmul_rn(ig, gg));
+            const float hn = __fmul_rn(og, phi<HARD>(cn));
+            c[i] = cn;
+            const __half hh = jv ? __float2half_rn(hn) : __float2half_rn(0.0f);
+            if (lane < 8 && jv && t + 1 < lenb[i]) hb[(size_t)(t & 1) * hbs + (size_t)b * hp + j] = hh;
+            hy[i] = hh;
+        }
+        auto finish = [&]() {
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                const int b = w + 8 * i;
+                if (b >= nb) break;
+                if (lane < 8 && jv) L.y[b * L.ldy_b + (size_t)t * hp + j] = hy[i];
+                if (li == 0 && t + 1 < lenb[i] && jv)
+                    xb[i] = __fadd_rn(__half2float(L.x[b * L.ldx_b + (size_t)(t + 1) * P.g4 + gr * H + j]), bias_r);
+            }
+            if (j0 == 0 && hp > H)
+                for (int i = tid; i < nb * (hp - H); i += THREADS) {
+                    int b = i / (hp - H), col = H + i % (hp - H);
+                    L.y[b * L.ldy_b + (size_t)t * hp + col] = __float2half_rn(0.0f);
+                }
+        };
+        if (t + 1 < Trun) {
+            __syncthreads();
+            if (tid == 0) {
+                red_release_add(ctr, 1u);
+                /* y of steps < t are written (the block barrier above follows step t - 1's stores) */
+                if ((unsigned)t > published) red_release_add(prog, (unsigned)t - published), published = (unsigned)t;
+            }
+            finish();
+            if (tid == 0) spin_until(ctr, nblk * (unsigned)(t + 1));
+            __syncthreads();
+        } else {
+            finish();
+        }
+    }
+    if (Trun < T) {
+        const int n_t = T - Trun;
+        for (int i = tid; i < nb * n_t * U; i += THREADS) {
+            const int u = i % U, r = i / U, b = r % nb, tt = Trun + r / nb;
+            if (j0 + u < H) L.y[b * L.ldy_b + (size_t)tt * hp + j0 + u] = __float2half_rn(0.0f);
+        }
+        if (j0 == 0 && hp > H)
+            for (int i = tid; i < nb * n_t * (hp - H); i += THREADS) {
+                const int col = H + i % (hp - H), r = i / (hp - H), b = r % nb, tt = Trun + r / nb;
+                L.y[b * L.ldy_b + (size_t)tt * hp + col] = __float2half_rn(0.0f);
+            }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        if ((unsigned)T > published) red_release_add(prog, (unsigned)T - published);
+        /* the last block of the whole group resets every counter (no block waits any more) */
+        __threadfence();
+        unsigned *done = P.ctl + LINE * (2 * CU_WAVE_MAX_LAYERS);
+        if (atomicAdd(done, 1u) == gridDim.x - 1) {
+            for (int l = 0; l < 2 * CU_WAVE_MAX_LAYERS; l++) P.ctl[LINE * l] = 0;
+            *done = 0;
+            __threadfence();
+        }
+    }
+}
+
+typedef void (*kern_t)(wprm);
+
+template <bool HARD, int KS>
+kern_t pick_nt(int nt)
+{
+    return nt == 1 ? k_wave<HARD, KS, 1> : nt == 2 ? k_wave<HARD, KS, 2> : k_wave<HARD, KS, 4>;
+}
+template <bool HARD>
+kern_t pick(int ks, int nt)
+{
+    return ks == 2 ? pick_nt<HARD, 2>(nt) : ks == 4 ? pick_nt<HARD, 4>(nt) : pick_nt<HARD, 8>(nt);
+}
+int ks_of(int H) { return H <= 2 * 16 * WARPS ? 2 : H <= 4 * 16 * WARPS ? 4 : 8; }
+int nt_of(int nb) { return nb <= 8 ? 1 : nb <= 16 ? 2 : 4; }
+size_t smem_fixed(int nt) { return ((size_t)2 * WARPS * nt * 8 * RS + (size_t)WARPS * CCOLS * RS) * sizeof(float); }
+
+} // namespace
+
+int cu_wave_fits(int n, int H, int nb_max)
+{
+    int dev, sms = 0;
+    if (n < 1 || n > CU_WAVE_MAX_LAYERS || H < 1 || H > CU_PERSIST_MAX_H || nb_max < 1 || nb_max > MAX_ROWS) return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    int nt = nt_of(nb_max);
+    if (smem_fixed(nt) + (size_t)nb_max * 64 > SMEM_BUDGET) return 0;
+    kern_t k = pick<false>(ks_of(H), nt);
+    size_t smem = SMEM_BUDGET;
+    int per_sm = 0;
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, THREADS, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return per_sm * sms >= n * cu_div_up(H, U);
+}
+
+size_t cu_wave_scratch_bytes(int n, int nb_max, int hp) { return CTL_BYTES + (size_t)n * 2 * nb_max * hp * 2 + 16; }
+
+rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
+                         void *scratch, size_t scratch_bytes, char *err, size_t errlen)
+{
+    if (nb <= 0 || n <= 0) return RNNT_OK;
+    const int H = layers[0].H, hp = layers[0].hp;
+    if (n > CU_WAVE_MAX_LAYERS || nb > MAX_ROWS || hp % 8)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: wavefront of %d layers, %d rows not supported", n, nb);
+    for (int l = 0; l < n; l++) {
+        const cu_wave_layer *L = &layers[l];
+        if (L->H != H || L->hp != hp || L->g4 != layers[0].g4)
+            return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: wavefront layers differ in size");
+        if (l > 0 && (L->stack_in < 1 || L->in_w != L->stack_in * hp || L->T * L->stack_in > layers[l - 1].T || !L->w_ih))
+            return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: wavefront layer %d: input %d != %d x %d", l, L->in_w,
+                              L->stack_in, hp);
+    }
+    if (scratch_bytes < cu_wave_scratch_bytes(n, nb, hp) - 16 || (uintptr_t)scratch % 16)
+        return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: wavefront scratch of %zu bytes too small", scratch_bytes);
+    const int nt = nt_of(nb), ks = ks_of(H), nblk = cu_div_up(H, U);
+    size_t fixed = smem_fixed(nt);
+    int C = chunk > 0 ? chunk : CU_WAVE_CHUNK_DEFAULT;
+    int cmax = (int)((SMEM_BUDGET - fixed) / ((size_t)nb * 64));
+    if (C > cmax) C = cmax;
+    if (C < 1) return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: wavefront shared memory too small");
+    size_t smem = fixed + (size_t)C * nb * 64;
+    kern_t kern = act == RNNT_ACT_HARD ? pick<true>(ks, nt) : pick<false>(ks, nt);
+    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0, dev, sms = 0;
+    CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem));
+    CU_TRY(cudaGetDevice(&dev));
+    CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (per_sm * sms < n * nblk)
+        return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: wavefront needs %d co-resident blocks, %d fit", n * nblk,
+                          per_sm * sms);
+    wprm P = {};
+    for (int l = 0; l < n; l++) {
+        const cu_wave_layer *L = &layers[l];
+        P.L[l].w_hh = L->w_hh, P.L[l].w_ih = L->w_ih, P.L[l].x = L->x, P.L[l].bias = L->bias, P.L[l].len = L->len;
+        P.L[l].y = L->y, P.L[l].ldx_b = L->ldx_b, P.L[l].ldy_b = L->ldy_b, P.L[l].T = L->T, P.L[l].in_w = L->in_w;
+        P.L[l].s = l > 0 ? L->stack_in : 1;
+    }
+    P.n = n, P.nb = nb, P.H = H, P.hp = hp, P.g4 = layers[0].g4, P.chunk = C;
+    P.ctl = (unsigned *)scratch;
+    P.hb = (__half *)((char *)scratch + CTL_BYTES);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(n * nblk));
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeCooperative; /* every block co-resident (spin waits) */
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CU_TRY(cudaLaunchKernelEx(&cfg, kern, P));
+    return RNNT_OK;
+}

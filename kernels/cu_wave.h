@@ -1,0 +1,57 @@
+/* cu_wave.h — a layer wavefront of persistent LSTM recurrences: n consecutive encoder layers in ONE
+ * persistent kernel, layer l + 1 working on step t while layer l is already further on (issue 16, §1).
+ *
+ * Each layer's blocks are the blocks of cu_persist.cu (one per CU_PERSIST_U = 8 hidden units, the 32 gate
+ * rows of W_hh as mma.sync fragments in registers, h from an L2 double buffer, one arrival counter per
+ * layer and step); the layers of a group share the SMs (2 blocks per SM for 2 layers of 1024). The first
+ * layer of a group takes its input projection from x (a cuBLAS GEMM over all steps, as before); every
+ * later layer computes its own input projection, W_ih h_{l-1}, in chunks of `chunk` steps inside the
+ * kernel (W_ih streamed from L2 once per chunk, not once per step), as soon as the layer before has
+ * published those steps through a progress counter. Time stacking between the layers of a group works:
+ * the stacked input row of step t is the s consecutive output rows t s .. t s + s - 1 of the layer before.
+ *
+ * Why not all five layers at once: with per-step input projections a wavefront needs W_ih on chip too
+ * (5 x 1024 layers: 8 MiB W_hh + 4 x 8 MiB W_ih... 72 MiB in fp16, more than the H100's ~62 MiB of
+ * registers and shared memory), and with chunked input projections the 40 MiB of W_hh alone need
+ * 5 blocks of 64 KB per SM, more registers than an SM has (kernels/dev/NOTES.md, "Layer wavefront").
+ *
+ * Numerics: the recurrent product in cu_persist's fixed order (so a layer's result depends on its inputs
+ * only, not on the batch); the input projection of the later layers summed in a fixed order (warp K
+ * slices in mma order, then the 8 warp partials in order), rounded to fp16 like the cuBLAS path's xproj,
+ * so it differs from the layer-by-layer path in rounding only. */
+#ifndef RNNT_CU_WAVE_H
+#define RNNT_CU_WAVE_H
+
+#include "cu_common.h"
+
+#define CU_WAVE_MAX_LAYERS 5
+#define CU_WAVE_CHUNK_DEFAULT 16
+
+typedef struct {
+    const __half *w_hh; /* [4H][hp] */
+    const __half *w_ih; /* layers after the group's first: [4H][in_w], in_w = stack_in * hp of the layer before */
+    const float *bias;  /* [4H] */
+    const __half *x;    /* the group's first layer: input projection rows at x + b * ldx_b + t * g4 (no bias) */
+    size_t ldx_b;
+    const int *len;     /* [nb] steps of each row in this layer (device) */
+    __half *y;          /* h rows at y + b * ldy_b + t * hp (0 for t >= len[b] and in the pad columns) */
+    size_t ldy_b;
+    int T, H, hp, g4, in_w;
+    int stack_in;       /* time stack between the layer before and this one (1: none) */
+} cu_wave_layer;
+
+/* Whether n layers of H hidden units and up to nb_max rows run as one wave on this device (same H in
+ * every layer, every block co-resident). */
+int cu_wave_fits(int n, int H, int nb_max);
+
+/* Scratch bytes for n layers of up to nb_max rows and hp columns; zeroed once before its first use
+ * (kernels leave it reusable). */
+size_t cu_wave_scratch_bytes(int n, int nb_max, int hp);
+
+/* The recurrences of layers[0..n) for rows b < nb. layers[0].x is the input projection; layer i > 0 reads
+ * layers[i - 1].y. chunk: steps per in-kernel input projection (0: CU_WAVE_CHUNK_DEFAULT; cut to fit the
+ * shared memory). Every layer must have the same H. */
+rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
+                         void *scratch, size_t scratch_bytes, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,1 @@
+"""rnntd_eval (models/eval): WER/CER of the reference and the C engine, audio parity, big-blank speed."""
