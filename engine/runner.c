@@ -270,11 +270,9 @@ static rnnt_status alloc_results(rnnt_runner *r, int n, const int *frames, rnnt_
         size_t cap = (size_t)rnnt_model_encoder_frames(m, frames[b]) * m->max_symbols + 1;
         results[b].tokens = malloc(cap * sizeof(int));
         results[b].frames = malloc(cap * sizeof(int));
-        /* Only the CPU backend reports each label's probability (the CUDA decoder keeps no logits). */
-        if (r->ops == &rnnt_backend_cpu) results[b].probs = malloc(cap * sizeof(float));
+        results[b].probs = malloc(cap * sizeof(float)); /* every backend reports each label's probability */
         int injected = b == n - 1 && rnnt_fault_hit("engine_nomem");
-        if (!results[b].tokens || !results[b].frames || (r->ops == &rnnt_backend_cpu && !results[b].probs) ||
-            injected) {
+        if (!results[b].tokens || !results[b].frames || !results[b].probs || injected) {
             for (int i = 0; i <= b; i++) rnnt_result_clear(&results[i]);
             return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for the results%s",
                                 injected ? " (injected fault engine_nomem)" : "");

@@ -146,8 +146,8 @@ typedef struct {
     int frames_skipped;   /* frames jumped over by big blanks (beyond the first of each skip) */
     int decode_steps;     /* joint evaluations */
     float *probs;         /* per token: the joint's softmax probability of the emitted label at the
-                             evaluation that emitted it, in (0, 1]; NULL where the backend does not
-                             compute it (the CUDA backend so far) */
+                             evaluation that emitted it, in (0, 1] (CPU and CUDA backends; on CUDA
+                             the same definition, computed in the joint's argmax kernel) */
 } rnnt_result;
 
 typedef struct {

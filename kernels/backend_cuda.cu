@@ -231,6 +231,7 @@ rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *t
         if (r.n_tok > 0) {
             memcpy(o->tokens, r.tokens, (size_t)r.n_tok * sizeof(int));
             memcpy(o->frames, r.frames, (size_t)r.n_tok * sizeof(int));
+            if (o->probs) memcpy(o->probs, r.probs, (size_t)r.n_tok * sizeof(float));
         }
     }
     if (timing) {

@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
 {
     extern __shared__ float hid[]; /* [G][J] */
     __shared__ float wbest[kWarps][G];
+    __shared__ double wsum[kWarps][G]; /* as k_joint_argmax's, for the emitted label's probability */
     __shared__ int widx[kWarps][G], wbad[kWarps][G];
     __shared__ int s_live[G], s_emits[G], s_rows[G], s_n, s_any;
     const int base = blockIdx.x * G, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, J = net.J;
@@ -58,10 +59,12 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
         /* logits: warp w takes outputs w, w + kWarps, ...; each output's sum in joint_logit's order, for
          * every slot of the group at once (one weight load serves G slots) */
         float best[G];
+        double sum[G];
         int bi[G], bad[G];
 #pragma unroll
         for (int i = 0; i < G; i++) {
             best[i] = -INFINITY;
+            sum[i] = 0.0;
             bi[i] = net.n_out;
             bad[i] = 0;
         }
@@ -82,8 +85,11 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
                 if (!isfinite(z))
                     bad[i] = 1;
                 else if (z > best[i]) { /* o ascends: a tie keeps the lower index */
+                    if (st.probs) sum[i] = sum[i] * exp((double)best[i] - (double)z) + 1.0;
                     best[i] = z;
                     bi[i] = o;
+                } else if (st.probs) {
+                    sum[i] += exp((double)z - (double)best[i]);
                 }
             }
         }
@@ -91,6 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
 #pragma unroll
             for (int i = 0; i < G; i++) {
                 wbest[warp][i] = best[i];
+                wsum[warp][i] = sum[i];
                 widx[warp][i] = bi[i];
                 wbad[warp][i] = bad[i];
             }
@@ -110,6 +117,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
                     }
                 }
                 st.k[b] = (anybad || bo == net.n_out) ? -1 : bo;
+                if (st.probs && st.k[b] >= 0) st.p[b] = softmax_of_best(&wbest[0][i], &wsum[0][i], kWarps, G, bv);
                 dec_rule_slot(rule, st, b, iter > rule.max_iters, &emits, &live);
             }
             s_emits[i] = emits;

@@ -76,7 +76,7 @@ static rnnt_status enqueue_joint(cu_decoder *d, int nb, const int *fstride_dev, 
 {
     const cu_weights *w = d->w;
     return cu_joint_argmax(d->s, w->dt, w->joint_act, nb, w->J, w->n_out, fproj, w->jp, 0, fstride_dev, d->gp,
-                           w->jp, w->jout_w, w->jp, w->jout_b, d->st.t, d->st.done, d->st.k, err, errlen);
+                           w->jp, w->jout_w, w->jp, w->jout_b, d->st.t, d->st.done, d->st.k, d->st.p, err, errlen);
 }
 
 static rnnt_status enqueue_step(cu_decoder *d, int nb, const int *fstride_dev, const float *fproj, int use_cond,
@@ -92,7 +92,7 @@ static rnnt_status enqueue_results(cu_decoder *d, int nb, char *err, size_t errl
 {
     RNNT_TRY(cu_dec_pack(d->s, nb, d->st, d->d_out, err, errlen));
     if (!d->mapped)
-        CU_TRY(cudaMemcpyAsync(d->h_out, d->d_out, (size_t)nb * (8 + 2 * (size_t)d->cap) * sizeof(int),
+        CU_TRY(cudaMemcpyAsync(d->h_out, d->d_out, (size_t)nb * CU_DEC_OUT_INTS(d->cap) * sizeof(int),
                                cudaMemcpyDeviceToHost, d->s));
     return RNNT_OK;
 }
@@ -123,7 +123,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     for (int i = 0; i < w->n_big; i++) d->rule.durations[i] = w->durations[i];
 
     size_t B = (size_t)d->bcap, esz = cu_dtype_size(w->dt), off = 0;
-    size_t o_int, o_tok, o_gp;
+    size_t o_int, o_tok, o_prob, o_gp;
     size_t *o_h = (size_t *)calloc((size_t)w->n_pred * 2, sizeof(size_t));
     if (!o_h) {
         cu_decoder_free(d);
@@ -137,6 +137,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     } while (0)
     TAKE(o_int, (11 * B + 8) * sizeof(int));
     TAKE(o_tok, 2 * B * (size_t)d->cap * sizeof(int));
+    TAKE(o_prob, (B + B * (size_t)d->cap) * sizeof(float));
     TAKE(o_gp, B * w->jp * sizeof(float));
     for (int l = 0; l < w->n_pred; l++) {
         TAKE(o_h[2 * l], 2 * B * w->pred[l].hp * esz);
@@ -144,7 +145,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     }
 #undef TAKE
     d->arena_bytes = cu_round_up(off, 256);
-    size_t out_ints = B * (8 + 2 * (size_t)d->cap);
+    size_t out_ints = B * CU_DEC_OUT_INTS(d->cap);
     cudaError_t ce = cudaMalloc(&d->arena, d->arena_bytes);
     if (ce == cudaSuccess) ce = cudaMemsetAsync(d->arena, 0, d->arena_bytes, stream); /* ordered: see cu_encoder_create */
     d->out_ints = out_ints;
@@ -175,6 +176,8 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->st.tokens = (int *)(a + o_tok);
     d->st.frames = d->st.tokens + B * (size_t)d->cap;
     d->st.cap = d->cap;
+    d->st.p = (float *)(a + o_prob);
+    d->st.probs = d->st.p + B;
     d->gp = (float *)(a + o_gp);
     for (int l = 0; l < w->n_pred; l++) {
         d->ph[l] = a + o_h[2 * l];
@@ -432,7 +435,7 @@ cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note)
 
 cu_dec_result cu_decoder_result(const cu_decoder *d, int b)
 {
-    const int *o = d->h_out + (size_t)b * (8 + 2 * (size_t)d->cap);
+    const int *o = d->h_out + (size_t)b * CU_DEC_OUT_INTS(d->cap);
     cu_dec_result r;
     r.n_tok = o[0];
     r.steps = o[1];
@@ -442,6 +445,7 @@ cu_dec_result cu_decoder_result(const cu_decoder *d, int b)
     int n = r.n_tok < d->cap ? r.n_tok : d->cap;
     r.tokens = o + 8;
     r.frames = o + 8 + n;
+    r.probs = (const float *)(o + 8 + 2 * n);
     return r;
 }
 

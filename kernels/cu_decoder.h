@@ -56,6 +56,7 @@ int cu_decoder_unroll(const cu_decoder *d);
 typedef struct {
     int n_tok, steps, skipped, status, t_final;
     const int *tokens, *frames;
+    const float *probs; /* the joint's softmax probability of each token (cu_dec_state.p) */
 } cu_dec_result;
 cu_dec_result cu_decoder_result(const cu_decoder *d, int b);
 size_t cu_decoder_device_bytes(const cu_decoder *d);

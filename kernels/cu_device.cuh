@@ -149,6 +149,17 @@ __device__ __forceinline__ void pred_proj_rows(int nr, const int *rows, const in
     }
 }
 
+/* The softmax probability of the best output from per-warp partials (stride apart: [w * stride]):
+ * each warp's largest finite logit wbest[w] and sum of exp(z - wbest[w]) over its finite logits
+ * wsum[w] (0 for a warp with none); bv the largest of all. 1 / sum_w wsum[w] exp(wbest[w] - bv). */
+__device__ __forceinline__ float softmax_of_best(const float *wbest, const double *wsum, int warps, int stride, float bv)
+{
+    double s = 0.0;
+    for (int w = 0; w < warps; w++)
+        if (wsum[w * stride] > 0.0) s += wsum[w * stride] * exp((double)wbest[w * stride] - (double)bv);
+    return (float)(1.0 / s);
+}
+
 /* The greedy multi-blank rule (FORMAT.md stage 6) for slot b, which is not done, given its joint
  * argmax st.k[b]: counts the step, emits (token and frame) or moves t, marks done. *emits: it emitted
  * and is still live (its predictor steps next); *live: t is still inside the utterance. */
@@ -169,6 +180,7 @@ __device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_
         if (n < st.cap) {
             st.tokens[(size_t)b * st.cap + n] = kk;
             st.frames[(size_t)b * st.cap + n] = t;
+            if (st.probs) st.probs[(size_t)b * st.cap + n] = st.p[b];
         }
         st.n_tok[b] = n + 1;
         st.e[b] += 1;

@@ -157,10 +157,12 @@ template <typename S, bool RELU>
 __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj, int ldf, int fstride,
                                const int *__restrict__ fstride_dev, const float *__restrict__ gp, int ldg,
                                const S *__restrict__ wout, int ldw, const float *__restrict__ bout,
-                               const int *__restrict__ tix, const int *__restrict__ done, int *__restrict__ kout)
+                               const int *__restrict__ tix, const int *__restrict__ done, int *__restrict__ kout,
+                               float *__restrict__ pout)
 {
     extern __shared__ float hid[]; /* J floats */
     __shared__ float wbest[kWarps];
+    __shared__ double wsum[kWarps];
     __shared__ int widx[kWarps], wbad[kWarps];
     int b = blockIdx.x;
     if (done && done[b]) return;
@@ -171,18 +173,23 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
     __syncthreads();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float best = -INFINITY;
+    double sum = 0.0; /* sum over this warp's outputs of exp(z - best) */
     int bi = n_out, bad = 0;
     for (int o = warp; o < n_out; o += kWarps) {
         float z = joint_logit(wout + (size_t)o * ldw, hid, J, lane, bout[o]);
         if (!isfinite(z))
             bad = 1;
         else if (z > best) { /* o ascends: a tie keeps the lower index */
+            sum = pout ? sum * exp((double)best - (double)z) + 1.0 : 0.0;
             best = z;
             bi = o;
+        } else if (pout) {
+            sum += exp((double)z - (double)best);
         }
     }
     if (lane == 0) {
         wbest[warp] = best;
+        wsum[warp] = sum;
         widx[warp] = bi;
         wbad[warp] = bad;
     }
@@ -199,6 +206,7 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
             }
         }
         kout[b] = (anybad || bo == n_out) ? -1 : bo;
+        if (pout) pout[b] = (anybad || bo == n_out) ? 0.0f : softmax_of_best(wbest, wsum, kWarps, 1, bv);
     }
 }
 
@@ -323,7 +331,7 @@ __global__ void __launch_bounds__(kUpdThreads) k_dec_update(int nb, cu_dec_rule 
 __global__ void k_dec_pack(cu_dec_state st, int *out)
 {
     int b = blockIdx.x;
-    int *o = out + (size_t)b * (8 + 2 * st.cap);
+    int *o = out + (size_t)b * CU_DEC_OUT_INTS(st.cap);
     int n = min(st.n_tok[b], st.cap);
     if (threadIdx.x == 0) {
         o[0] = st.n_tok[b];
@@ -336,6 +344,7 @@ __global__ void k_dec_pack(cu_dec_state st, int *out)
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         o[8 + i] = st.tokens[(size_t)b * st.cap + i];
         o[8 + n + i] = st.frames[(size_t)b * st.cap + i];
+        o[8 + 2 * n + i] = st.probs ? __float_as_int(st.probs[(size_t)b * st.cap + i]) : 0;
     }
 }
 
@@ -417,7 +426,7 @@ rnnt_status cu_lstm_step_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act a
 rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act, int nb, int J, int n_out,
                             const float *fproj, int ldf, int fstride, const int *fstride_dev,
                             const float *gp, int ldg, const void *wout, int ldw, const float *bout,
-                            const int *t, const int *done, int *k, char *err, size_t errlen)
+                            const int *t, const int *done, int *k, float *p, char *err, size_t errlen)
 {
     if (nb <= 0) return RNNT_OK;
     size_t smem = (size_t)J * sizeof(float);
@@ -425,7 +434,7 @@ rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: joint dim %d too large for the joint kernel", J);
 #define RNNT_JA(S, RELU)                                                                                  \
     k_joint_argmax<S, RELU><<<nb, kWarps * 32, smem, stream>>>(J, n_out, fproj, ldf, fstride, fstride_dev, \
-                                                               gp, ldg, (const S *)wout, ldw, bout, t, done, k)
+                                                               gp, ldg, (const S *)wout, ldw, bout, t, done, k, p)
     if (dt == CU_F16) {
         if (act == RNNT_JOINT_RELU) RNNT_JA(__half, true); else RNNT_JA(__half, false);
     } else {

@@ -55,16 +55,22 @@ typedef struct {
     int *counts; /* [0] emitters, [1] active utterances, [2] iterations, [3] overrun flag */
     int *tokens, *frames; /* [slots][cap] */
     int cap;
+    float *p;     /* [slots] the joint's softmax probability of k[b] (written with k), or NULL */
+    float *probs; /* [slots][cap] p of each emitted token, or NULL (then p is not read) */
 } cu_dec_state;
+
+/* The joint's softmax probability of the argmax o*, as the CPU backend computes it
+ * (rnnt_cpu_joint_argmax_prob): 1 / sum_o exp(z_o - z_o*), the sum in double. */
 
 /* Fused joint + argmax for utterances b < nb that are not done: with f = fproj row
  * (b * fstride + t[b]) (fstride read from *fstride_dev when fstride_dev != NULL, else fstride) and
  * g = gp row b, k[b] = argmax_o (W_out[o] · act(f + g) + b_out[o]), ties to the lowest o; -1 when any
- * output is not finite. The logits never reach memory. */
+ * output is not finite; p[b] (when p != NULL) the softmax probability of k[b] (above). The logits
+ * never reach memory. */
 rnnt_status cu_joint_argmax(cudaStream_t stream, cu_dtype dt, rnnt_joint_act act, int nb, int J, int n_out,
                             const float *fproj, int ldf, int fstride, const int *fstride_dev,
                             const float *gp, int ldg, const void *wout, int ldw, const float *bout,
-                            const int *t, const int *done, int *k, char *err, size_t errlen);
+                            const int *t, const int *done, int *k, float *p, char *err, size_t errlen);
 
 /* One LSTM layer step of the predictor for the utterances in emit[0 .. *count): row r is utterance
  * b = emit[r], which has done e[b] predictor steps including this one. Its state is double-buffered by
@@ -106,8 +112,10 @@ typedef struct {
 rnnt_status cu_dec_update(cudaStream_t stream, int nb, cu_dec_rule rule, cu_dec_state st, int use_cond,
                           cudaGraphConditionalHandle cond, int *active_host, char *err, size_t errlen);
 
-/* Results of slots b < nb into out (host-mapped): slot b at out + b * (8 + 2 * cap):
- * [n_tok, steps, skipped, status, t_final, 0, 0, 0, tokens[n_tok], frames[n_tok]]. */
+/* Results of slots b < nb into out (host-mapped): slot b at out + b * CU_DEC_OUT_INTS(cap):
+ * [n_tok, steps, skipped, status, t_final, 0, 0, 0, tokens[n_tok], frames[n_tok], probs[n_tok]]
+ * (probs as float bits; 0 when st.probs is NULL), n_tok cut to cap. */
+#define CU_DEC_OUT_INTS(cap) (8 + 3 * (size_t)(cap))
 rnnt_status cu_dec_pack(cudaStream_t stream, int nb, cu_dec_state st, int *out, char *err, size_t errlen);
 
 #endif

@@ -19,12 +19,11 @@ int audio_body_is_audio_type(const char *ct)
     return 0;
 }
 
-int audio_body_features(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
-                        body_feats *out, double *audio_s, srv_err *e)
+/* The body's samples at the model's rate, mono (*x malloc'd, *n of them). 0, or -1 with e set. */
+static int decode_body(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
+                       float **xo, size_t *no, double *audio_s, srv_err *e)
 {
     const rnnt_model_info *info = rnnt_model_get_info(m);
-    out->data = NULL;
-    out->frames = 0;
     *audio_s = 0;
     if (len == 0) {
         srv_err_set(e, 422, "empty_utterance", "%s: empty: no audio", name);
@@ -51,6 +50,64 @@ int audio_body_features(const rnnt_model *m, const char *name, const void *data,
     default: srv_err_set(e, 400, "invalid_audio", "%s", msg); return -1;
     }
     *audio_s = (double)n / info->sample_rate;
+    *xo = x;
+    *no = n;
+    return 0;
+}
+
+/* The frame count of n samples, with the errors audio_body_features gives. */
+static int frames_of(const char *name, long long frames, double audio_s, const audio_body_limits *lim, srv_err *e)
+{
+    if (frames > lim->max_frames) {
+        srv_err_set(e, 413, "too_many_frames", "%s: %.1f s of audio is more than limits.max_frames = %d frames", name, audio_s,
+                    lim->max_frames);
+        return -1;
+    }
+    if (frames == 0) {
+        srv_err_set(e, 422, "empty_utterance", "%s: %.4f s of audio is shorter than one feature frame", name, audio_s);
+        return -1;
+    }
+    return 0;
+}
+
+int audio_body_pcm(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
+                   body_feats *out, size_t *n_samples, double *audio_s, srv_err *e)
+{
+    out->data = NULL;
+    out->frames = 0;
+    *n_samples = 0;
+    float *x = NULL;
+    size_t n = 0;
+    char msg[200];
+    if (decode_body(m, name, data, len, lim, &x, &n, audio_s, e)) return -1;
+    rnnt_frontend *fe = NULL;
+    if (rnnt_frontend_create(m, &fe, msg, sizeof msg)) {
+        free(x);
+        srv_err_set(e, 500, "internal", "frontend: %s", msg);
+        return -1;
+    }
+    long long frames = rnnt_frontend_frames(fe, (long long)n);
+    rnnt_frontend_free(fe);
+    if (frames_of(name, frames, *audio_s, lim, e)) {
+        free(x);
+        return -1;
+    }
+    out->data = x;
+    out->frames = (int)frames;
+    *n_samples = n;
+    return 0;
+}
+
+int audio_body_features(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
+                        body_feats *out, double *audio_s, srv_err *e)
+{
+    out->data = NULL;
+    out->frames = 0;
+    float *x = NULL;
+    size_t n = 0;
+    char msg[200];
+    if (decode_body(m, name, data, len, lim, &x, &n, audio_s, e)) return -1;
+    rnnt_status st;
     rnnt_frontend *fe = NULL;
     st = rnnt_frontend_create(m, &fe, msg, sizeof msg);
     if (st == RNNT_OK)
@@ -59,17 +116,10 @@ int audio_body_features(const rnnt_model *m, const char *name, const void *data,
     free(x);
     switch (st) {
     case RNNT_OK: break;
-    case RNNT_ERR_TOO_LARGE:
-        srv_err_set(e, 413, "too_many_frames", "%s: %.1f s of audio is more than limits.max_frames = %d frames", name, *audio_s,
-                    lim->max_frames);
-        return -1;
+    case RNNT_ERR_TOO_LARGE: return frames_of(name, (long long)lim->max_frames + 1, *audio_s, lim, e); /* over the cap */
     case RNNT_ERR_NOMEM: srv_err_set(e, 503, "out_of_memory", "%s", msg); return -1;
     case RNNT_ERR_INVALID: srv_err_set(e, 400, "invalid_audio", "%s: %s", name, msg); return -1;
     default: srv_err_set(e, 500, "internal", "frontend: %s", msg); return -1;
     }
-    if (out->frames == 0) {
-        srv_err_set(e, 422, "empty_utterance", "%s: %.4f s of audio is shorter than one feature frame", name, *audio_s);
-        return -1;
-    }
-    return 0;
+    return frames_of(name, out->frames, *audio_s, lim, e);
 }

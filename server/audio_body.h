@@ -28,6 +28,13 @@ typedef struct {
 int audio_body_features(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
                         body_feats *out, double *audio_s, srv_err *e);
 
+/* As audio_body_features, without the features: *pcm gets the decoded samples at the model's rate
+ * (pcm->data malloc'd, *n_samples of them, all finite) and pcm->frames the frame count the frontend
+ * will make of them, with the same errors (for a runner that computes the features itself:
+ * eng_pcm.h). */
+int audio_body_pcm(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
+                   body_feats *pcm, size_t *n_samples, double *audio_s, srv_err *e);
+
 /* 1 when a media type (parameters ignored) is an audio type this server takes: audio/wav, audio/x-wav,
  * audio/wave, audio/vnd.wave, audio/flac, audio/x-flac, audio/mpeg, audio/mp3, audio/ogg, audio/opus,
  * audio/webm is NOT taken (libsndfile does not read WebM). */

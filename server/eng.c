@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "eng_pcm.h"
 #include "fault.h"
 #include "log.h"
 #include "metrics.h"
@@ -82,6 +83,11 @@ static int warm_up(eng *e, rnnt_runner *r, char *err, size_t errlen)
     rnnt_result res = {0};
     rnnt_status st = rnnt_runner_decode(r, 1, &in, &res, NULL, err, errlen);
     rnnt_result_clear(&res);
+    if (!st && eng_pcm_wanted(rnnt_runner_backend_name(r))) { /* the GPU frontend too: made on its first batch */
+        rnnt_audio_input a = {zeros, NULL, (size_t)frames * (size_t)info->feature_dim, 1};
+        st = rnnt_runner_decode_audio(r, 1, &a, &res, NULL, NULL, err, errlen);
+        rnnt_result_clear(&res);
+    }
     free(zeros);
     return st == RNNT_OK ? 0 : -1;
 }
@@ -169,17 +175,20 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     eng *e = eng_ref((eng *)group);
     int dim = rnnt_model_get_info(e->model)->feature_dim;
     long long frames = 0, longest = 0;
+    size_t floats = 0;
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
         frames += j->frames;
+        floats += j->n_samples ? j->n_samples : (size_t)j->frames * (size_t)dim;
         if (j->frames > longest) longest = j->frames;
     }
     size_t nb = n > 0 ? (size_t)n : 1;
     rnnt_input *in = calloc(nb, sizeof *in);
     rnnt_result *res = calloc(nb, sizeof *res);
-    float *feats = malloc((size_t)(frames > 0 ? frames : 1) * (size_t)dim * sizeof *feats);
-    if (!in || !res || !feats || worker < 0 || worker >= e->n_runners) {
-        int nomem = !in || !res || !feats;
+    float *feats = malloc((floats > 0 ? floats : 1) * sizeof *feats);
+    size_t *n_samples = calloc(nb, sizeof *n_samples);
+    if (!in || !res || !feats || !n_samples || worker < 0 || worker >= e->n_runners) {
+        int nomem = !in || !res || !feats || !n_samples;
         for (int i = 0; i < n; i++) {
             eng_job *j = (eng_job *)jobs[i];
             j->status = nomem ? RNNT_ERR_NOMEM : RNNT_ERR_INVALID;
@@ -188,13 +197,15 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
         free(in);
         free(res);
         free(feats);
+        free(n_samples);
         eng_unref(e);
         return;
     }
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
-        size_t cnt = (size_t)j->frames * (size_t)dim;
+        size_t cnt = j->n_samples ? j->n_samples : (size_t)j->frames * (size_t)dim;
+        n_samples[i] = j->n_samples;
         if (cnt) memcpy(feats + off, j->features, cnt * sizeof *feats);
         in[i].features = feats + off;
         in[i].frames = j->frames;
@@ -205,9 +216,10 @@ void eng_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     if (rnnt_fault_hit("worker_hang")) injected_hang(worker);
     char err[256] = "";
     double t0 = sched_now();
-    rnnt_status st = rnnt_runner_decode(e->runners[worker], n, in, res, NULL, err, sizeof err);
+    rnnt_status st = eng_pcm_decode(e->runners[worker], n, in, n_samples, res, err, sizeof err);
     double dt = sched_now() - t0;
     free(feats);
+    free(n_samples);
     if (st != RNNT_OK) {
         char q[300];
         log_quote(q, sizeof q, err);

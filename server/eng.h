@@ -17,8 +17,9 @@ typedef struct eng eng;
 /* What a request hands the engine; sj must stay the first member (eng_run casts). */
 typedef struct {
     sched_job sj;
-    const float *features; /* frames x feature_dim */
+    const float *features; /* frames x feature_dim; or n_samples PCM samples (eng_pcm.h) */
     int frames;
+    size_t n_samples;      /* nonzero: features holds PCM at the model's rate */
     rnnt_result result;    /* filled when status == RNNT_OK */
     rnnt_status status;    /* RNNT_OK, a per-utterance RNNT_ERR_NUMERIC, or the batch's error */
     char err[200];

@@ -13,6 +13,7 @@
 
 #include "rnnt_audio.h"
 #include "audio_body.h"
+#include "eng_pcm.h"
 #include "body.h"
 #include "log.h"
 #include "metrics.h"
@@ -53,6 +54,7 @@ typedef struct {
     req_opts opts;
     eng *engine;     /* the generation this request is validated against (reference held) */
     float *features;
+    size_t n_samples;      /* nonzero: features holds that many PCM samples (eng_pcm.h) */
     req_phase phase; /* PH_DONE is set by the worker before tp_resume, read on the loop after it */
     int counted_suspended; /* counted in s->suspended until answered or closed */
     int counted_in_flight; /* a transcription: counted in s->in_flight until it ends */
@@ -644,7 +646,7 @@ static void submit_features(http_req *r)
         send_error(r, 422, "empty_utterance", 0, "the utterance has no frames");
         return;
     }
-    size_t fbytes = (size_t)r->frames * (size_t)dim * sizeof(float);
+    size_t fbytes = (r->n_samples ? r->n_samples : (size_t)r->frames * (size_t)dim) * sizeof(float);
     if (reserve(r, fbytes)) {
         metrics_reject_inc(REJECT_MEMORY);
         send_error(r, 503, "overloaded", RETRY_AFTER_S, "too many request bytes held in memory; retry");
@@ -653,6 +655,7 @@ static void submit_features(http_req *r)
     eng_job *j = &r->job;
     j->features = r->features;
     j->frames = r->frames;
+    j->n_samples = r->n_samples;
     j->sj.frames = r->frames;
     j->sj.batch_cap = eng_max_batch(r->engine);
     j->sj.group = r->engine;
@@ -691,7 +694,11 @@ static void prep_audio(workq_item *it)
     audio_body_limits lim = {(size_t)atomic_load(&r->s->max_body_bytes), (double)atomic_load(&r->s->max_audio_s),
                              eng_max_frames(r->engine)};
     body_feats f = {0};
-    if (audio_body_features(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->audio_s, &r->err) == 0) {
+    int pcm = eng_pcm_wanted(eng_backend(r->engine)); /* CUDA: the features are computed on the GPU */
+    if ((pcm ? audio_body_pcm(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->n_samples,
+                              &r->audio_s, &r->err)
+             : audio_body_features(eng_model(r->engine), r->audio_name, r->audio_data, r->audio_len, &lim, &f, &r->audio_s,
+                                   &r->err)) == 0) {
         r->features = f.data;
         r->frames = f.frames;
     }
@@ -959,9 +966,9 @@ static void on_done(void *ctx, tp_conn *c, tp_outcome outcome)
         if (r->ep == EP_TRANSCRIBE && r->job.sj.batch_size > 0)
             log_msg(lv,
                     "msg=request id=%s method=%s path=%s status=%u code=%s outcome=%s bytes_in=%lld "
-                    "frames=%d audio_s=%.3f audio_ms=%.2f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
+                    "frames=%d input=%s audio_s=%.3f audio_ms=%.2f batch=%d queue_ms=%.2f compute_ms=%.2f total_ms=%.2f remote=%s",
                     r->id, r->method, r->path, r->status, r->code ? r->code : "-", outcome_s, r->bytes_in,
-                    r->frames, r->audio_s, r->prep_ms, r->job.sj.batch_size,
+                    r->frames, r->n_samples ? "pcm" : "features", r->audio_s, r->prep_ms, r->job.sj.batch_size,
                     (r->job.sj.t_start - r->job.sj.t_submit) * 1e3, r->job.compute_s * 1e3, total * 1e3, remote);
         else
             log_msg(lv,

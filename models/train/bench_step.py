@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Time one training step of a model architecture on random data, by part, with autograd through the
 plain loops or the hand-written backwards: modes `loop` (LSTM layers and loss through autograd),
-`lstmfn` (lstm_fn.HardLSTMSeq, loss through autograd), `fn` (both hand-written; the default of train.py).
+`lstmfn` (lstm_fn.HardLSTMSeq, loss through autograd), `fn` (both hand-written, eager: train.py
+--no-cuda-graphs), `graph` (fn's forward, loss and backward replayed as one CUDA graph per shape,
+graph_step.py: the default of train.py on a GPU; clipping and AdamW eager after it).
 
     python3 -m rnntd_train.bench_step [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
                                       [--reps 5] [--modes loop,lstmfn,fn] [--device cuda]
@@ -26,6 +28,7 @@ from rnntd_ref.config import load_config
 from . import loss as loss_mod
 from . import model as train_model
 from .data import FeaturePool, spec_augment
+from .graph_step import GraphedStep
 from .loss import multiblank_rnnt_loss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,9 +90,9 @@ def main():
     durations = list(cfg.big_blank_durations)
     name = torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu (%d threads)" % torch.get_num_threads()
     print("model %s, %s, torch %s, median of %d" % (cfg.name, name, torch.__version__, a.reps))
-    print("| shape BxTxU | backwards | step ms | encoder fwd+bwd ms | loss fwd+bwd ms | batch prep ms "
+    print("| shape BxTxU | mode | step ms | steps / s | encoder fwd+bwd ms | loss fwd+bwd ms | batch prep ms "
           "| utterance-seconds / s |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     specaug = {"freq_masks": 2, "freq_width": 12, "time_masks": 2, "time_width": 25}
     for shape in a.shapes.split(","):
         B, T, U = (int(v) for v in shape.split("x"))
@@ -107,13 +110,27 @@ def main():
                        a.reps)
         flen, ulen = flen.to(dev), ulen.to(dev)
         for mode in a.modes.split(","):
-            train_model.USE_SEQ_FN = mode in ("lstmfn", "fn")
-            loss_mod.USE_LATTICE_FN = mode == "fn"
+            train_model.USE_SEQ_FN = mode in ("lstmfn", "fn", "graph")
+            loss_mod.USE_LATTICE_FN = mode in ("fn", "graph")
             torch.manual_seed(0)
             m = train_model.TrainModel(cfg).to(dev).train()
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
 
+            weight = torch.ones(B, device=dev)
+
+            def compute(feats, flen, labels, ulen, weight):
+                logits, enc_lens = m(feats, flen, labels)
+                return multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, 0.05, weights=weight)
+
+            gstep = GraphedStep(m, compute) if mode == "graph" else None
+
             def step():
+                if gstep is not None:
+                    loss = gstep(feats, flen, labels, ulen, weight)
+                    gn = torch.nn.utils.clip_grad_norm_(m.parameters(), 5.0)
+                    bool(torch.isfinite(loss) & torch.isfinite(gn))      # train.py's one sync per step
+                    opt.step()
+                    return
                 logits, enc_lens = m(feats, flen, labels)
                 loss = multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, 0.05)
                 opt.zero_grad(set_to_none=True)
@@ -132,15 +149,27 @@ def main():
                 lg = logits0.detach().requires_grad_(True)
                 multiblank_rnnt_loss(lg, labels, enc_lens0, ulen, durations, 0.05).backward()
 
+            if gstep is not None:                     # the first step: eager on a side stream + the capture
+                sync(dev)
+                t0 = time.perf_counter()
+                step()
+                sync(dev)
+                print("%s graph: first step (eager + capture) %.1f ms" % (shape, (time.perf_counter() - t0) * 1e3),
+                      flush=True)
             t_step = timed(dev, step, a.reps)
+            if gstep is not None and gstep.failed:
+                print("graph capture failed, the step ran eagerly: %s" % list(gstep.failed.values()), flush=True)
             if a.profile:
                 profile_step(dev, step, shape, mode)
-            t_enc = timed(dev, enc, a.reps)
-            t_loss = timed(dev, loss_only, a.reps)
+            if gstep is None:
+                t_enc = timed(dev, enc, a.reps)
+                t_loss = timed(dev, loss_only, a.reps)
+            else:
+                t_enc = t_loss = float("nan")             # parts of one graph: not timed apart
             audio_s = float(flen.sum()) / 100.0
-            print("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.0f |" % (shape, mode, t_step, t_enc, t_loss, t_prep,
-                                                                      audio_s / (t_step / 1e3)), flush=True)
-            del m, opt, logits0
+            print("| %s | %s | %.1f | %.2f | %.1f | %.1f | %.1f | %.0f |" % (
+                shape, mode, t_step, 1e3 / t_step, t_enc, t_loss, t_prep, audio_s / (t_step / 1e3)), flush=True)
+            del m, opt, logits0, gstep
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
 

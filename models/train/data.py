@@ -110,6 +110,75 @@ class FeaturePool:
         rng.shuffle(out)
         return out
 
+    def bucket_shapes(self, max_frames, max_cells, subsampling, t_quant=96, max_frames_utt=None, quantile=0.98):
+        """Fixed batch shapes for CUDA-graph training (graph_step.py), frozen at the first call: length
+        bucket k holds utterances of up to T_k = k * t_quant frames and U_k labels, in batches of B_k.
+        U_k = the `quantile` of labels per frame (over utterances of >= 2 s) times T_k, rounded up to 8:
+        an utterance with more labels goes to the first longer bucket that has room for them.
+        B_k obeys the same limits as batches(): B_k * T_k <= max_frames, B_k * (T_k // sub + 1) * (U_k + 1)
+        <= max_cells. -> list of (B_k, T_k, U_k), index k - 1."""
+        if getattr(self, "_shapes", None) is None:
+            tq = -(-t_quant // subsampling) * subsampling              # whole encoder frames
+            long_ = [len(l) / f.shape[0] for f, l in zip(self.feats, self.labels) if f.shape[0] >= 200]
+            rate = sorted(long_)[int(quantile * (len(long_) - 1))] if long_ else 0.3
+            longest = [f.shape[0] for f in self.feats] + ([int(self.max_seconds * 100) + 1]
+                                                          if self.max_seconds != float("inf") else [])
+            tmax = max_frames_utt or max(longest + [1])
+            shapes = []
+            for k in range(1, -(-tmax // tq) + 1):
+                T = k * tq
+                U = max(8, -(-int(rate * T + 0.999) // 8) * 8)
+                B = max(1, min(max_frames // T, max_cells // ((T // subsampling + 1) * (U + 1))))
+                shapes.append((B, T, U))
+            self._shapes = shapes
+        return self._shapes
+
+    def bucket_batches(self, rng, max_frames, max_cells, subsampling, t_quant=96):
+        """Like batches(), but every batch has one of the fixed shapes of bucket_shapes(): -> (list of
+        (indices, (B, T, U))) shuffled, and the number of utterances that fit no bucket (left out)."""
+        shapes = self.bucket_shapes(max_frames, max_cells, subsampling, t_quant)
+        tq = shapes[0][1]
+        members = [[] for _ in shapes]
+        dropped = 0
+        for i in range(len(self)):
+            T, U = self.feats[i].shape[0], len(self.labels[i])
+            k = max(0, -(-T // tq) - 1)
+            while k < len(shapes) and U > shapes[k][2]:
+                k += 1
+            if k >= len(shapes):
+                dropped += 1
+                continue
+            members[k].append(i)
+        out = []
+        for k, idx in enumerate(members):
+            rng.shuffle(idx)
+            B = shapes[k][0]
+            out += [(idx[j:j + B], shapes[k]) for j in range(0, len(idx), B)]
+        rng.shuffle(out)
+        return out, dropped
+
+    def collate_to(self, idx, shape):
+        """collate() padded to a fixed (B, T, U), with a weight per row: 1 for the utterances, 0 for the
+        dummies that fill a short batch (T frames of zeros, no labels: a finite loss that the weighted
+        mean gives no gradient). -> (feats, flen, labels, ulen, weight), all on the device."""
+        B, T, U = shape
+        n = len(idx)
+        feats = torch.zeros(B, T, self.feats[idx[0]].shape[1], device=self.device)
+        f = torch.nn.utils.rnn.pad_sequence([self.feats[i] for i in idx], batch_first=True)
+        feats[:n, :f.shape[1]] = f
+        labels = torch.zeros(B, U, dtype=torch.long)
+        flen = torch.full((B,), T, dtype=torch.long)
+        ulen = torch.zeros(B, dtype=torch.long)
+        for r, i in enumerate(idx):
+            lab = self.labels[i]
+            labels[r, :len(lab)] = lab
+            flen[r] = self.feats[i].shape[0]
+            ulen[r] = len(lab)
+        weight = torch.zeros(B)
+        weight[:n] = 1.0
+        d = self.device
+        return feats, flen.to(d), labels.to(d), ulen.to(d), weight.to(d)
+
     def collate(self, idx):
         """Pad a batch: (feats [B, T, F] fp32 on the device, flen, labels [B, U], ulen), lengths and labels
         on the device. The padding runs as one op per tensor, not one per utterance: at ~300 utterances

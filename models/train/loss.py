@@ -52,7 +52,7 @@ def _alpha(blank, bigs, lab, durations):
     C = torch.cat([blank.new_zeros(B, T, 1), torch.cumsum(lab, dim=2)], dim=2)   # sum_{j<u} lab[t, j]
     alphas = []
     init = torch.full((B, U1), NEG, device=blank.device, dtype=blank.dtype)
-    init[:, 0] = 0.0
+    init[:, 0].zero_()           # not `= 0.0`: on CUDA that copies a CPU scalar, which a CUDA graph cannot capture
     for t in range(T):
         if t == 0:
             a = init
@@ -103,7 +103,7 @@ class _Lattice(torch.autograd.Function):
         # label recursion runs forward along the row, like alpha's, and is a logcumsumexp.
         betaF = torch.full((B, T + dmax + 1, U1), NEG, device=dev, dtype=dt)
         bi = torch.arange(B, device=dev)
-        betaF[bi, Tl, U - Ul] = 0.0
+        betaF.index_put_((bi, Tl, U - Ul), betaF.new_zeros(()))    # not `= 0.0`: a CPU scalar copy, which a CUDA graph cannot capture
         blankF, bigsF, labF = blank.flip(2), bigs.flip(3), lab.flip(2)
         CF = torch.cat([blank.new_zeros(B, T, 1), torch.cumsum(labF, dim=2)], dim=2)
         live = torch.arange(T, device=dev)[None, :] < Tl[:, None]           # [B, T]
@@ -141,11 +141,17 @@ def multiblank_rnnt_loglik(logits, labels, logit_lens, label_lens, durations=(),
     return _final(alpha, blank, bigs, logit_lens.long().to(dev), label_lens.long().to(dev), durations)
 
 
-def multiblank_rnnt_loss(logits, labels, logit_lens, label_lens, durations=(), sigma=0.0, reduction="mean"):
+def multiblank_rnnt_loss(logits, labels, logit_lens, label_lens, durations=(), sigma=0.0, reduction="mean",
+                         weights=None):
     """-log P. reduction: none | sum | mean (mean over utterances of loss / label count, as NeMo's 'mean')
-    | mean_batch (plain mean over utterances)."""
+    | mean_batch (plain mean over utterances). weights [B] (with mean / mean_batch): a weighted mean, for
+    batches of a fixed shape filled with weight-0 dummy rows (graph_step.py); their loss must be finite."""
     ll = multiblank_rnnt_loglik(logits, labels, logit_lens, label_lens, durations, sigma)
     loss = -ll
+    if weights is not None and reduction in ("mean", "mean_batch"):
+        w = weights.to(loss.dtype)
+        per = loss / label_lens.to(loss.device).clamp(min=1) if reduction == "mean" else loss
+        return (per * w).sum() / w.sum().clamp(min=1e-12)
     if reduction == "none":
         return loss
     if reduction == "sum":

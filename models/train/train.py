@@ -35,6 +35,7 @@ from rnntd_ref.config import load_config
 from rnntd_ref.io import export_state_dict
 
 from .data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment
+from .graph_step import GraphedStep
 from .loss import multiblank_rnnt_loss
 from .model import TrainModel
 
@@ -142,6 +143,9 @@ def main():
     ap.add_argument("--neural", default=None,
                     help="the neural voices' packages for synth.py (a folder, or a .tar.xz unpacked into --work)")
     ap.add_argument("--name", default="en-char-small", help="the exported model's name")
+    ap.add_argument("--no-cuda-graphs", action="store_true",
+                    help="run every step eagerly with batches of any shape (batches()), as before graph_step.py")
+    ap.add_argument("--t-quant", type=int, default=96, help="length buckets of the CUDA-graph batches (frames)")
     a = ap.parse_args()
     a.engines, a.work, a.text = os.path.abspath(a.engines), os.path.abspath(a.work), os.path.abspath(a.text)
     os.makedirs(a.work, exist_ok=True)
@@ -223,10 +227,26 @@ def main():
     last_ckpt = time.time()
     loss_acc, n_acc, t_acc, bad = 0.0, 0, time.time(), 0
     mean = model.frontend.mean.detach()
+    use_graphs = dev.type == "cuda" and not a.no_cuda_graphs
+
+    def compute(feats, flen, labels, ulen, weight):
+        logits, enc_lens = model(feats, flen, labels)
+        return multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, tc["sigma"], reduction="mean",
+                                    weights=weight)
+    gstep = GraphedStep(model, compute, enabled=use_graphs, log=lambda rec: log(a.out, rec)) if use_graphs else None
+    if use_graphs:
+        log(a.out, {"event": "buckets", "shapes": pool.bucket_shapes(tc["max_frames"], tc["max_cells"],
+                                                                     cfg.subsampling, a.t_quant)})
     done = False
     t_train0 = time.time()
     while not done:
-        for idx in pool.batches(rng, tc["max_frames"], tc["max_cells"], cfg.subsampling):
+        if use_graphs:
+            order, dropped = pool.bucket_batches(rng, tc["max_frames"], tc["max_cells"], cfg.subsampling, a.t_quant)
+            if dropped:
+                log(a.out, {"event": "left_out", "utts": dropped, "pool": len(pool)})
+        else:
+            order = [(idx, None) for idx in pool.batches(rng, tc["max_frames"], tc["max_cells"], cfg.subsampling)]
+        for idx, shape in order:
             if time.time() > deadline:
                 done = True
                 break
@@ -240,21 +260,32 @@ def main():
             lr = tc["lr"] * warm * max(decay, tc["min_lr_frac"])
             for g in opt.param_groups:
                 g["lr"] = lr
-            feats, flen, labels, ulen = pool.collate(idx)
-            if step >= tc["specaug_from"]:
-                feats = spec_augment(feats, flen, mean, rng, tc["specaug"])
-            logits, enc_lens = model(feats, flen, labels)
-            loss = multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, tc["sigma"], reduction="mean")
-            opt.zero_grad(set_to_none=True)
-            if not torch.isfinite(loss):
-                bad += 1
-                continue
-            loss.backward()
-            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), tc["clip"])
-            if not torch.isfinite(gn):
-                bad += 1
+            if use_graphs:
+                # one fixed shape per length bucket; forward + loss + backward replayed as a CUDA graph
+                feats, flen, labels, ulen, weight = pool.collate_to(idx, shape)
+                if step >= tc["specaug_from"]:
+                    feats = spec_augment(feats, flen, mean, rng, tc["specaug"])
+                loss = gstep(feats, flen, labels, ulen, weight)
+                gn = torch.nn.utils.clip_grad_norm_(model.parameters(), tc["clip"])
+                if not bool(torch.isfinite(loss) & torch.isfinite(gn)):     # the step's one sync
+                    bad += 1
+                    continue
+            else:
+                feats, flen, labels, ulen = pool.collate(idx)
+                if step >= tc["specaug_from"]:
+                    feats = spec_augment(feats, flen, mean, rng, tc["specaug"])
+                logits, enc_lens = model(feats, flen, labels)
+                loss = multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, tc["sigma"], reduction="mean")
                 opt.zero_grad(set_to_none=True)
-                continue
+                if not torch.isfinite(loss):
+                    bad += 1
+                    continue
+                loss.backward()
+                gn = torch.nn.utils.clip_grad_norm_(model.parameters(), tc["clip"])
+                if not torch.isfinite(gn):
+                    bad += 1
+                    opt.zero_grad(set_to_none=True)
+                    continue
             opt.step()
             step += 1
             piece_step += 1
@@ -263,7 +294,9 @@ def main():
             if step % tc["log_every"] == 0:
                 log(a.out, {"step": step, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
                             "batch": len(idx), "steps_per_s": round(n_acc / (time.time() - t_acc), 2),
-                            "bad": bad, "gnorm": round(float(gn), 2)})
+                            "bad": bad, "gnorm": round(float(gn), 2),
+                            **({"replays": gstep.replays, "eager": gstep.eager, "graphs": len(gstep.graphs),
+                                "capture_s": round(gstep.capture_s, 1)} if gstep else {})})
                 loss_acc, n_acc, t_acc = 0.0, 0, time.time()
             if step % tc["eval_every"] == 0:
                 res, _ = evaluate(model, dev_pool)

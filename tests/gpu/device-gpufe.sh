@@ -1,16 +1,19 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, after tests/gpu/stage-gpufe.sh here and a `run` carrying
-# .gpu/gpufe: issue 12 §2, the frontend on the GPU. Logs go to $OUT.
+# .gpu/gpufe: issue 12 (the frontend on the GPU, PCM from the daemon, CUDA confidences). Logs go to $OUT.
 #   bash .gpu/gpufe/device-gpufe.sh STEPS   STEPS: comma list of
-#   env,test,bench,engine,mlperf,memcheck
+#   env,test,kernels,bench,engine,daemon,mlperf,memcheck
 # env: the machine and missing libraries (cuFFT comes from the machine: the toolkit or the nvidia.cufft
-# wheel); test: test_cuda_frontend; bench: bench_engine --audio 1 on the shipped model, 10 s utterances,
-# batches 1, 32, 256, fp16 and fp32; engine: test_cuda_engine (RNNT_TEST_QUICK=1: the feature path after
-# the runner's and the encoder's staging changed); mlperf: the random MLPerf-shaped model
-# (models/rnntd_ref) and bench_engine --audio 1 on it; memcheck: compute-sanitizer memcheck on
-# test_cuda_frontend.
+# wheel); test: test_cuda_frontend (both GPU paths: fused, cufft); kernels: test_cuda_kernels (the
+# joint's label probabilities against the CPU); bench: bench_engine --audio 1 on the shipped model, 10 s
+# utterances, batches 1, 32, 256, fp16 and fp32 (fused frontend), then fp16 batch 256 with
+# RNNT_CUDA_FE=cufft (the three-pass path) for comparison; engine: test_cuda_engine (RNNT_TEST_QUICK=1,
+# plus the shipped model: fp32 token probabilities and word confidences against the CPU); daemon:
+# tests/gpu/daemon_audio.py (sample WAVs over HTTP, CPU vs CUDA fp32/fp16 daemons); mlperf: the random
+# MLPerf-shaped model (models/rnntd_ref) and bench_engine --audio 1 on it; memcheck:
+# compute-sanitizer memcheck on test_cuda_frontend.
 set -u
-steps=${1:-env,test,bench,engine,mlperf,memcheck}
+steps=${1:-env,test,kernels,bench,engine,daemon,mlperf,memcheck}
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
 unpack "$H/pack.tar.xz" /tmp/gf
@@ -35,21 +38,32 @@ if has test; then
   cut -c1-300 "$OUT/test_frontend.log" | tail -40
 fi
 
+if has kernels; then
+  { log test_cuda_kernels; timeout $(tmo 120) $B/test_cuda_kernels; echo "exit $?"; } > "$OUT/test_kernels.log" 2>&1
+  grep -E "^== |exit |PASSED|FAILED|FAIL|probabilit|ERROR" "$OUT/test_kernels.log" | cut -c1-260 | tail -20
+fi
+
 if has bench; then
   { for prec in fp16 fp32; do
       log "bench_engine $M --audio 1 --precision $prec"
       timeout $(tmo 90) $B/bench_engine $M --batches 1,32,256 --seconds 10 --reps 9 --audio 1 --precision $prec; echo "exit $?"
     done
-    for ch in 2048 32768; do
-      log "bench_engine $M --audio 1, RNNT_CUDA_FE_CHUNK=$ch (frames per cuFFT call; default 8192)"
-      RNNT_CUDA_FE_CHUNK=$ch timeout $(tmo 60) $B/bench_engine $M --batches 256 --seconds 10 --reps 9 --audio 1; echo "exit $?"
-    done; } > "$OUT/bench_audio.log" 2>&1
+    log "bench_engine $M --audio 1, RNNT_CUDA_FE=cufft (the three-pass cuFFT path)"
+    RNNT_CUDA_FE=cufft timeout $(tmo 60) $B/bench_engine $M --batches 256 --seconds 10 --reps 9 --audio 1; echo "exit $?"
+    } > "$OUT/bench_audio.log" 2>&1
   grep -E "^== |^\| [0-9]|exit|^Engine|^model" "$OUT/bench_audio.log" | cut -c1-300
 fi
 
 if has engine; then
-  { log "test_cuda_engine (RNNT_TEST_QUICK=1)"; RNNT_TEST_QUICK=1 timeout $(tmo 120) $B/test_cuda_engine; echo "exit $?"; } > "$OUT/test_engine.log" 2>&1
-  grep -E "^== |exit |PASSED|FAILED|identical|ERROR|differ" "$OUT/test_engine.log" | cut -c1-260
+  { log "test_cuda_engine (RNNT_TEST_QUICK=1, RNNT_GPU_MODELS=$M)"
+    RNNT_GPU_MODELS=$PWD/$M RNNT_TEST_QUICK=1 timeout $(tmo 150) $B/test_cuda_engine; echo "exit $?"; } > "$OUT/test_engine.log" 2>&1
+  grep -E "^== |exit |PASSED|FAILED|identical|ERROR|differ|probabilit" "$OUT/test_engine.log" | cut -c1-300
+fi
+
+if has daemon; then
+  { log "daemon_audio.py: sample WAVs over HTTP, CPU vs CUDA daemons"
+    timeout $(tmo 150) python3 "$H/daemon_audio.py" $B/rnntd $M "$OUT/daemon"; echo "exit $?"; } > "$OUT/daemon_audio.log" 2>&1
+  cut -c1-250 "$OUT/daemon_audio.log" | tail -24
 fi
 
 if has mlperf; then

@@ -10,9 +10,9 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
 dest=${DEST:-/work/main/.gpu/gpufe}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTD_WERROR=ON >/dev/null
-cmake --build "$build" -j2 --target test_cuda_frontend test_cuda_engine bench_engine ${EXTRA_TARGETS:-}
+cmake --build "$build" -j2 --target test_cuda_frontend test_cuda_engine test_cuda_kernels bench_engine rnntd ${EXTRA_TARGETS:-}
 mkdir -p "$dest"
 tests/gpu/stage-pack.sh "$dest" "$build"/tests/gpu/test_cuda_frontend "$build"/tests/gpu/test_cuda_engine \
-  "$build"/tests/bench/bench_engine ${EXTRA_BINS:-}
-cp tests/gpu/device-gpufe.sh tests/gpu/device-common.sh "$dest/"
+  "$build"/tests/gpu/test_cuda_kernels "$build"/tests/bench/bench_engine "$build"/server/rnntd ${EXTRA_BINS:-}
+cp tests/gpu/device-gpufe.sh tests/gpu/device-common.sh tests/gpu/daemon_audio.py "$dest/"
 du -sh "$dest"

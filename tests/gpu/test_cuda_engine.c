@@ -8,6 +8,9 @@
  *   - the decoding loop modes (WHILE graph with 1, 3 or the default number of steps per iteration,
  *     host-polled, profiled), graph-less encoding and staging in small chunks by one or several threads
  *     agree;
+ *   - each token's probability (rnnt_result.probs, the joint's softmax of the emitted label: the input of
+ *     the per-word confidence, engine/words.h) within PROB_TOL of the CPU's in fp32, and each word's
+ *     confidence (rnnt_result_words) within PROB_TOL too; bitwise the same in any batch;
  *   - overflowing joints fail the same utterances with RNNT_ERR_NUMERIC as on the CPU;
  *   - too large batches and inputs, bad devices and impossible memory sizes give clear errors, and a
  *     runner still works afterwards.
@@ -33,9 +36,14 @@
 #include "model.h"
 #include "safetensors.h"
 #include "test_util.h"
+#include "words.h"
 
 #define N_UTT 48
 #define MAX_B 16
+/* fp32 logits on the GPU differ from the CPU's by summation order (~1e-6 relative); a probability
+ * 1 / sum exp(z - z*) moves by about |dz| times the non-best mass: far below 1e-4. */
+#define PROB_TOL 1e-4
+static double g_prob_worst, g_conf_worst;
 
 static uint64_t g_seed;
 static int g_quick, g_nutt = N_UTT;
@@ -134,6 +142,37 @@ static int same_tokens(const rnnt_result *a, const rnnt_result *b)
            !memcmp(a->frames, b->frames, sizeof(int) * (size_t)a->n_tokens);
 }
 
+/* Largest |a.probs - b.probs| over the tokens (a and b have the same tokens); 1 where one has none. */
+static double probs_diff(const rnnt_result *a, const rnnt_result *b)
+{
+    if (a->n_tokens && (!a->probs || !b->probs)) return 1.0;
+    double worst = 0;
+    for (int k = 0; k < a->n_tokens; k++) {
+        double d = fabs((double)a->probs[k] - (double)b->probs[k]);
+        if (!(d <= worst)) worst = isnan(d) ? 1.0 : d;
+    }
+    return worst;
+}
+
+/* Largest difference of the words' confidences (rnnt_result_words) of two results with the same tokens. */
+static double conf_diff(const rnnt_model *m, const rnnt_result *a, const rnnt_result *b)
+{
+    rnnt_word *wa = NULL, *wb = NULL;
+    int na = 0, nb = 0;
+    char err[200];
+    if (rnnt_result_words(m, a, &wa, &na, err, sizeof err) || rnnt_result_words(m, b, &wb, &nb, err, sizeof err))
+        fail_msg("words: %s", err);
+    double worst = na == nb ? 0 : 1;
+    for (int i = 0; i < na && i < nb; i++) {
+        double d = fabs(wa[i].confidence - wb[i].confidence);
+        if (!(d <= worst)) worst = isnan(d) ? 1.0 : d;
+        if (wa[i].confidence <= 0 || wa[i].confidence > 1) worst = 1; /* -1: no probabilities */
+    }
+    rnnt_words_free(wa, na);
+    rnnt_words_free(wb, nb);
+    return worst;
+}
+
 static int same_result(const rnnt_result *a, const rnnt_result *b)
 {
     return same_tokens(a, b) && a->encoder_frames == b->encoder_frames && a->frames_skipped == b->frames_skipped &&
@@ -197,11 +236,23 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
         }
     if (bad) fail_msg("%s: %d of %d utterances differ between CUDA fp32 and the CPU (seed %llu)", dir, bad, u.n,
                       (unsigned long long)g_seed);
+    double pw = 0, cw = 0;
+    for (int i = 0; i < u.n; i++) {
+        if (cpu[i].status != RNNT_OK) continue;
+        double d = probs_diff(&g32[i], &cpu[i]), c = conf_diff(m, &g32[i], &cpu[i]);
+        if (!(d <= PROB_TOL) || !(c <= PROB_TOL))
+            fail_msg("%s: utterance %d: CUDA fp32 token probabilities %.3g, word confidences %.3g from the CPU's (> %g)", dir, i, d,
+                     c, PROB_TOL);
+        if (d > pw) pw = d;
+        if (c > cw) cw = c;
+    }
+    if (pw > g_prob_worst) g_prob_worst = pw;
+    if (cw > g_conf_worst) g_conf_worst = cw;
     static const int sizes[] = {1, 3, 7};
     for (int s = 0; s < 3; s++) {
         decode_shuffled(r32, &u, sizes[s], &seed, other);
         for (int i = 0; i < u.n; i++)
-            if (!same_result(&other[i], &g32[i])) {
+            if (!same_result(&other[i], &g32[i]) || probs_diff(&other[i], &g32[i]) != 0) {
                 describe("fp32 batch invariance", dir, i, &u, &other[i], &g32[i]);
                 fail_msg("%s: fp32 utterance %d differs in a batch of %d", dir, i, sizes[s]);
             }
@@ -301,9 +352,9 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     g_persist_same += samep[0];
     g_fused_same += samep[1];
     printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
-           "batch-invariant; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d; "
+           "batch-invariant, token probabilities within %.2g and word confidences within %.2g of the CPU's; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d; "
            "fused decoding fp32 identical to the CPU, fp16 to the default loop\n",
-           dir, u.n, u.max_frames, labels, steps, skipped, same16, u.n, samep[0], u.n, samep[1], u.n);
+           dir, u.n, u.max_frames, labels, steps, skipped, pw, cw, same16, u.n, samep[0], u.n, samep[1], u.n);
     clear_all(cpu, u.n);
     clear_all(g32, u.n);
     clear_all(g16, u.n);
@@ -443,6 +494,8 @@ static void test_fp16_agreement(void **state)
     double share = (double)g_fp16_same / (double)g_fp16_total;
     printf("fp16 vs CPU over all models above: %ld/%ld utterances identical (%.1f%%); persistent fp16 %ld/%ld; fused-step "
            "fp16 %ld/%ld\n", g_fp16_same, g_fp16_total, 100.0 * share, g_persist_same, g_fp16_total, g_fused_same, g_fp16_total);
+    printf("fp32 vs CPU over all models above: token probabilities within %.3g, word confidences within %.3g (tolerance %g)\n",
+           g_prob_worst, g_conf_worst, PROB_TOL);
     /* Random models have small decision margins, so fp16 rounding flips some near-ties; a real bug
      * (wrong layout, wrong gate) changes almost every utterance. */
     assert_true(share >= 0.80);

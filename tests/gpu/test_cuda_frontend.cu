@@ -3,7 +3,8 @@
  *   - features: every golden case of tests/data/frontend (the shipped frontend and the hamming/htk,
  *     povey 8 kHz variants: silence, DC, square, clipping, noise, 0 / 1 / win-1 / win / win+1 / odd
  *     lengths; the odd 303-point variant is refused, cuFFT being outside the tolerance there) computed on
- *     the GPU as one batch, float and 16-bit PCM interleaved (so float
+ *     the GPU on both paths (the fused kernel where n_fft is a power of two, and RNNT_CUDA_FE=cufft) as
+ *     one batch, float and 16-bit PCM interleaved (so float
  *     segments land 2-byte aligned after odd-length 16-bit ones), within the documented tolerance
  *     |d| <= 2e-5 + 2e-6 exp(rmax - r) of features.py's float64 reference and of the CPU frontend's
  *     features of the same samples; silence exactly ln(log_floor); each case alone bitwise equal to
@@ -91,10 +92,12 @@ static std::vector<float> gpu_features(cu_audio_fe *f, cudaStream_t s, int n, co
     return out;
 }
 
-static void test_features(void **state)
+/* Every config on one GPU path: "fused" (fe_fused_kernel, where n_fft is a power of two, else the
+ * frontend takes cuFFT) or "cufft" (RNNT_CUDA_FE=cufft). */
+static void features_on_path(const char *want_path)
 {
-    (void)state;
     char dir[1024], path[1400], err[512];
+    setenv("RNNT_CUDA_FE", want_path, 1); /* read by cu_audio_fe_create */
     cudaStream_t s;
     assert_int_equal(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     for (size_t ci = 0; ci < sizeof configs / sizeof *configs; ci++) {
@@ -115,6 +118,9 @@ static void test_features(void **state)
             continue;
         }
         if (cst) fail_msg("%s", err);
+        int nfft = m->fe.n_fft, pow2 = nfft >= 4 && nfft <= 4096 && (nfft & (nfft - 1)) == 0;
+        const char *expect = !strcmp(want_path, "fused") && pow2 ? "fused" : "cufft";
+        if (strcmp(cu_audio_fe_path(gf), expect)) fail_msg("%s: path %s, want %s", configs[ci], cu_audio_fe_path(gf), expect);
         int M = rnnt_frontend_dim(fe);
         float floor_feat = logf((float)m->fe.log_floor);
         snprintf(path, sizeof path, "%s/frontend/%s/cases.txt", tu_data_dir(), configs[ci]);
@@ -206,9 +212,9 @@ static void test_features(void **state)
                 }
             row += 2 * (size_t)T;
         }
-        print_message("GPU frontend %s: %d cases (float and 16-bit, one batch of %d): largest error %.3f of the tolerance vs "
-                      "features.py, %.3f vs the CPU frontend (16-bit: %.3f); silence %s ln(log_floor)\n",
-                      configs[ci], n, 2 * n, worst_gold, worst_cpu, worst_cpu16,
+        print_message("GPU frontend %s (%s, n_fft %d): %d cases (float and 16-bit, one batch of %d): largest error %.3f of the "
+                      "tolerance vs features.py, %.3f vs the CPU frontend (16-bit: %.3f); silence %s ln(log_floor)\n",
+                      configs[ci], cu_audio_fe_path(gf), nfft, n, 2 * n, worst_gold, worst_cpu, worst_cpu16,
                       silence_exact ? "exactly the CPU's" : "one float step from the CPU's");
         /* Against the reference: the documented tolerance. Against the CPU: the same tolerance for the
          * shipped frontend; the variants' CPU features use up to 74% of it themselves (the odd 303-point
@@ -233,6 +239,14 @@ static void test_features(void **state)
         rnnt_model_free(m);
     }
     cudaStreamDestroy(s);
+    unsetenv("RNNT_CUDA_FE");
+}
+
+static void test_features(void **state)
+{
+    (void)state;
+    features_on_path("fused");
+    features_on_path("cufft");
 }
 
 /* ---- decoding from audio ---- */

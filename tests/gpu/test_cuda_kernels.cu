@@ -299,6 +299,7 @@ static void test_dec_rule(void **state)
     int **f[] = {&st.t, &st.labels, &st.t_enc, &st.n_tok, &st.e, &st.status, &st.steps, &st.skipped, &st.done, &st.k, &st.emit};
     for (int i = 0; i < 11; i++) *f[i] = ip + (size_t)i * nb;
     st.counts = ip + 11 * nb;
+    st.p = st.probs = NULL; /* the rule alone: no probabilities */
     st.tokens = st.counts + 8;
     st.frames = st.tokens + (size_t)nb * cap;
     st.cap = cap;
@@ -371,14 +372,14 @@ static void test_dec_rule(void **state)
     }
     assert_int_equal(active, 0);
     int *dout;
-    size_t out_ints = (size_t)nb * (8 + 2 * cap);
+    size_t out_ints = (size_t)nb * CU_DEC_OUT_INTS(cap);
     CK(cudaMalloc(&dout, out_ints * sizeof(int)));
     RK(cu_dec_pack(0, nb, st, dout, err, errlen));
     std::vector<int> out(out_ints);
     CK(cudaMemcpy(out.data(), dout, out_ints * sizeof(int), cudaMemcpyDeviceToHost));
     int labels = 0;
     for (int b = 0; b < nb; b++) {
-        const int *o = out.data() + (size_t)b * (8 + 2 * cap);
+        const int *o = out.data() + (size_t)b * CU_DEC_OUT_INTS(cap);
         const host_slot &h = hs[b];
         if (o[0] != h.n_tok || o[1] != h.steps || o[2] != h.skipped || o[3] != h.status)
             fail_msg("pack slot %d: %d %d %d %d, want %d %d %d %d", b, o[0], o[1], o[2], o[3], h.n_tok, h.steps, h.skipped, h.status);
@@ -698,10 +699,15 @@ static void check_joint(cu_dtype dt, rnnt_joint_act act, int M, int J, int n_out
     CK(cudaMalloc(&dt_ix, (size_t)M * sizeof(int)));
     CK(cudaMalloc(&dk, (size_t)M * sizeof(int)));
     CK(cudaMemset(dk, 0x7f, (size_t)M * sizeof(int)));
+    float *dp;
+    CK(cudaMalloc(&dp, (size_t)M * sizeof(float)));
+    CK(cudaMemset(dp, 0xff, (size_t)M * sizeof(float))); /* NaN: every row must be written */
     CK(cudaMemcpy(dt_ix, tix, (size_t)M * sizeof(int), cudaMemcpyHostToDevice));
-    RK(cu_joint_argmax(0, dt, act, M, J, n_out, dfp, jp, 0, NULL, dgp, jp, dW, jp, dbo, dt_ix, NULL, dk, err, errlen));
+    RK(cu_joint_argmax(0, dt, act, M, J, n_out, dfp, jp, 0, NULL, dgp, jp, dW, jp, dbo, dt_ix, NULL, dk, dp, err, errlen));
     int *k = (int *)malloc((size_t)M * sizeof(int)), *want = (int *)malloc((size_t)M * sizeof(int));
+    float *p = (float *)malloc((size_t)M * sizeof(float)), *wantp = (float *)malloc((size_t)M * sizeof(float));
     CK(cudaMemcpy(k, dk, (size_t)M * sizeof(int), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(p, dp, (size_t)M * sizeof(float), cudaMemcpyDeviceToHost));
     /* the CPU twin on compact rows (it reads J-wide rows of W) */
     float *Wc = (float *)malloc((size_t)n_out * J * 4);
     for (int o = 0; o < n_out; o++) memcpy(&Wc[(size_t)o * J], &W[(size_t)o * jp], (size_t)J * 4);
@@ -718,7 +724,19 @@ static void check_joint(cu_dtype dt, rnnt_joint_act act, int M, int J, int n_out
         gr[b] = gpv + (size_t)b * jp;
     }
     float *sc = (float *)malloc(((size_t)J + n_out) * 4);
-    rnnt_cpu_joint_argmax(&jm, M, fr, gr, want, sc);
+    rnnt_cpu_joint_argmax_prob(&jm, M, fr, gr, want, wantp, sc);
+    /* The label's probability (the confidence's input) against the CPU's: fp32 within 1e-4 (the logits
+     * differ only by summation order, ~1e-6 relative); fp16 weights move the logits by ~1e-3, so fp16
+     * is held to 2e-2. */
+    double pworst = 0, plimit = dt == CU_F32 ? 1e-4 : 2e-2;
+    for (int b = 0; b < M; b++) {
+        if (k[b] < 0 || k[b] != want[b]) continue;
+        double d = fabs((double)p[b] - (double)wantp[b]);
+        if (!(d <= plimit)) fail_msg("joint %s M=%d J=%d n_out=%d row %d: probability %.7g, CPU %.7g", dt_name(dt), M, J, n_out, b,
+                                     p[b], wantp[b]);
+        if (d > pworst) pworst = d;
+    }
+    if (M == 256 && n_out == 1030) printf("joint %s J=%d: label probability within %.3g of the CPU's\n", dt_name(dt), J, pworst);
     int near = 0;
     for (int b = 0; b < M; b++) {
         if (k[b] == want[b]) continue;
@@ -755,6 +773,9 @@ static void check_joint(cu_dtype dt, rnnt_joint_act act, int M, int J, int n_out
     CK(cudaFree(dgp));
     CK(cudaFree(dt_ix));
     CK(cudaFree(dk));
+    CK(cudaFree(dp));
+    free(p);
+    free(wantp);
     free(W);
     free(bo);
     free(fpv);
