@@ -104,7 +104,6 @@ struct rnnt_runner {
     int *audio_frames;   /* [max_batch] frames of each utterance of an audio batch */
 };
 
-#define MAX_BATCH_LIMIT 4096
 #define MAX_FRAMES_LIMIT 10000000
 
 /* Index of the first NaN/Inf among x[0..n), or n. Scans blocks with a branch-free test on the exponent
@@ -153,8 +152,8 @@ rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p,
 {
     *out = NULL;
     if (!m || !p) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no model or parameters given");
-    if (p->max_batch < 1 || p->max_batch > MAX_BATCH_LIMIT)
-        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "max_batch %d is not in [1, %d]", p->max_batch, MAX_BATCH_LIMIT);
+    if (p->max_batch < 1 || p->max_batch > RNNT_MAX_BATCH)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "max_batch %d is not in [1, %d]", p->max_batch, RNNT_MAX_BATCH);
     if (p->max_frames < 1 || p->max_frames > MAX_FRAMES_LIMIT)
         return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "max_frames %d is not in [1, %d]", p->max_frames, MAX_FRAMES_LIMIT);
     if (p->cpu_threads < 0 || p->cpu_threads > 1024)

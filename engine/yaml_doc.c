@@ -12,7 +12,14 @@
 
 #include "status.h"
 
-static rnnt_status load_buffer(ydoc *y, const char *name, const unsigned char *text, size_t len)
+static rnnt_status syntax_error(ydoc *y, const yaml_parser_t *p)
+{
+    return rnnt_set_err(y->err, y->errlen, RNNT_ERR_FORMAT, "%s:%zu:%zu: YAML syntax error: %s%s%s", y->path,
+                        p->problem_mark.line + 1, p->problem_mark.column + 1, p->problem ? p->problem : "unknown problem",
+                        p->context ? " " : "", p->context ? p->context : "");
+}
+
+static rnnt_status load_buffer(ydoc *y, const char *name, const unsigned char *text, size_t len, unsigned flags)
 {
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p))
@@ -20,23 +27,32 @@ static rnnt_status load_buffer(ydoc *y, const char *name, const unsigned char *t
     yaml_parser_set_input_string(&p, text, len);
     rnnt_status st = RNNT_OK;
     if (!yaml_parser_load(&p, &y->doc)) {
-        st = rnnt_set_err(y->err, y->errlen, RNNT_ERR_FORMAT, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
-                          p.problem_mark.line + 1, p.problem_mark.column + 1,
-                          p.problem ? p.problem : "unknown problem", p.context ? " " : "",
-                          p.context ? p.context : "");
+        st = syntax_error(y, &p);
     } else {
         y->loaded = 1;
         yaml_node_t *root = yaml_document_get_root_node(&y->doc);
-        if (!root)
+        if (!root && !(flags & YDOC_EMPTY_OK))
             st = rnnt_set_err(y->err, y->errlen, RNNT_ERR_FORMAT, "%s:1:1: the file is empty", name);
-        else if (root->type != YAML_MAPPING_NODE)
+        else if (root && root->type != YAML_MAPPING_NODE && !(flags & YDOC_ANY_ROOT))
             st = ydoc_error(y, root, RNNT_ERR_FORMAT, "the top level must be a mapping of keys");
+    }
+    if (st == RNNT_OK && (flags & YDOC_ONE_DOC)) {
+        /* A second document (after ---) is an error, not silently ignored. */
+        yaml_document_t doc2;
+        if (!yaml_parser_load(&p, &doc2)) {
+            st = syntax_error(y, &p);
+        } else {
+            yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
+            if (r2) st = ydoc_error(y, r2, RNNT_ERR_FORMAT, "only one YAML document is allowed");
+            yaml_document_delete(&doc2);
+        }
     }
     yaml_parser_delete(&p);
     return st;
 }
 
-rnnt_status ydoc_load_mem(ydoc *y, const char *name, const char *text, size_t len, char *err, size_t errlen)
+rnnt_status ydoc_load_mem_flags(ydoc *y, const char *name, const char *text, size_t len, unsigned flags, char *err,
+                                size_t errlen)
 {
     memset(y, 0, sizeof *y);
     y->path = name;
@@ -46,10 +62,15 @@ rnnt_status ydoc_load_mem(ydoc *y, const char *name, const char *text, size_t le
         return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%s: larger than %u bytes", name, YDOC_MAX_FILE_BYTES);
     if (memchr(text, '\0', len))
         return rnnt_set_err(err, errlen, RNNT_ERR_FORMAT, "%s: contains a NUL byte", name);
-    return load_buffer(y, name, (const unsigned char *)text, len);
+    return load_buffer(y, name, (const unsigned char *)text, len, flags);
 }
 
-rnnt_status ydoc_load(ydoc *y, const char *path, char *err, size_t errlen)
+rnnt_status ydoc_load_mem(ydoc *y, const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+    return ydoc_load_mem_flags(y, name, text, len, 0, err, errlen);
+}
+
+rnnt_status ydoc_load_flags(ydoc *y, const char *path, unsigned flags, char *err, size_t errlen)
 {
     memset(y, 0, sizeof *y);
     y->path = path;
@@ -67,9 +88,14 @@ rnnt_status ydoc_load(ydoc *y, const char *path, char *err, size_t errlen)
     fclose(f);
     rnnt_status st;
     if (bad) st = rnnt_set_err(err, errlen, RNNT_ERR_IO, "%s: read error", path);
-    else st = ydoc_load_mem(y, path, buf, n, err, errlen);
+    else st = ydoc_load_mem_flags(y, path, buf, n, flags, err, errlen);
     free(buf);
     return st;
+}
+
+rnnt_status ydoc_load(ydoc *y, const char *path, char *err, size_t errlen)
+{
+    return ydoc_load_flags(y, path, 0, err, errlen);
 }
 
 void ydoc_free(ydoc *y)

@@ -103,12 +103,16 @@ RNNT_API char *rnnt_model_detokenize(const rnnt_model *m, const int *tokens, int
 typedef enum { RNNT_BACKEND_AUTO = 0, RNNT_BACKEND_CPU, RNNT_BACKEND_CUDA } rnnt_backend_kind;
 typedef enum { RNNT_PRECISION_FP16 = 0, RNNT_PRECISION_FP32 } rnnt_precision;
 
+/* The most utterances (or streams) one runner takes per call: the one cap of every max_batch, the
+ * runner's and the daemon's batching.max_batch and streaming.max_batch. */
+#define RNNT_MAX_BATCH 1024
+
 typedef struct {
     rnnt_backend_kind backend;  /* AUTO: CUDA when built in and a device exists, else CPU */
     int device;                 /* CUDA device ordinal */
     rnnt_precision precision;   /* CUDA: FP16 storage with fp32 accumulation, or FP32 (TF32 off);
                                    the CPU backend always computes in fp32 */
-    int max_batch;              /* utterances per rnnt_runner_decode call */
+    int max_batch;              /* utterances per rnnt_runner_decode call, 1..RNNT_MAX_BATCH */
     int max_frames;             /* input frames per utterance */
     int cpu_threads;            /* BLAS threads for the CPU backend; 0 = leave the library's setting */
 } rnnt_runner_params;

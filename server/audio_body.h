@@ -7,7 +7,7 @@
  *                           decoding); 413 payload_too_large over the byte cap; 413 too_many_frames
  *   422 empty_utterance     no samples, or fewer than one frame's worth
  * CPU work proportional to the audio (about 1-2 ms per second of audio on one core here): run it off
- * the transport's loop threads (http.c hands it to a workq). Thread-safe: no shared state. */
+ * the transport's loop threads (routes.c hands it to a workq). Thread-safe: no shared state. */
 #ifndef SRV_AUDIO_BODY_H
 #define SRV_AUDIO_BODY_H
 

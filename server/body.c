@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "audio_body.h"
 #include "rnnt_npy.h"
 
 void req_opts_default(req_opts *o) { o->timestamps = 1; }
@@ -540,4 +542,67 @@ int body_parse_npy(const char *buf, size_t len, int dim, int max_frames, body_fe
     }
     rnnt_npy_free(&a);
     return -1;
+}
+
+req_ctype body_media_type(const char *ct)
+{
+    if (!ct) return CT_NONE;
+    while (*ct == ' ') ct++;
+    size_t n = strcspn(ct, "; \t");
+    if (n == strlen("application/json") && strncasecmp(ct, "application/json", n) == 0) return CT_JSON;
+    if (n == strlen("application/x-npy") && strncasecmp(ct, "application/x-npy", n) == 0) return CT_NPY;
+    if (n == strlen("application/octet-stream") && strncasecmp(ct, "application/octet-stream", n) == 0) return CT_OCTET;
+    if (n == strlen("multipart/form-data") && strncasecmp(ct, "multipart/form-data", n) == 0) return CT_MULTIPART;
+    if (audio_body_is_audio_type(ct)) return CT_AUDIO;
+    return CT_NONE;
+}
+
+/* Percent-decodes src[0..n) into dst (at least n + 1 bytes), '+' as space; -1 on a bad escape. */
+static int url_decode(char *dst, const char *src, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = src[i];
+        if (ch == '+') {
+            ch = ' ';
+        } else if (ch == '%') {
+            int v = 0;
+            for (int j = 1; j <= 2; j++) {
+                char h = i + (size_t)j < n ? src[i + (size_t)j] : '\0';
+                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                if (d < 0) return -1;
+                v = v * 16 + d;
+            }
+            if (v == 0) return -1;
+            ch = (char)v;
+            i += 2;
+        }
+        dst[k++] = ch;
+    }
+    dst[k] = '\0';
+    return 0;
+}
+
+int body_parse_query(const char *query, req_opts *o, srv_err *e)
+{
+    const char *p = query;
+    while (*p) {
+        size_t n = strcspn(p, "&");
+        if (n > 0) {
+            char key[128], val[256];
+            size_t kn = strcspn(p, "=");
+            int has_val = kn < n;
+            if (!has_val) kn = n;
+            size_t vn = has_val ? n - kn - 1 : 0;
+            if (kn >= sizeof key || vn >= sizeof val || url_decode(key, p, kn) ||
+                (has_val && url_decode(val, p + kn + 1, vn))) {
+                srv_err_set(e, 400, "invalid_parameter", "malformed query string");
+                return -1;
+            }
+            if (body_query_param(key, has_val ? val : NULL, o, e)) return -1;
+        }
+        p += n;
+        if (*p == '&') p++;
+    }
+    return 0;
 }

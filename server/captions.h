@@ -1,4 +1,5 @@
-/* captions.h — the live-captions page served at GET /captions (static, compiled in). */
+/* captions.h — the live-captions page served at GET /captions (static, compiled in).
+ * Thread-safe: the page is read-only. */
 #ifndef SRV_CAPTIONS_H
 #define SRV_CAPTIONS_H
 

@@ -1,4 +1,5 @@
-/* cfg.c — the configuration table and its YAML reader/writer. */
+/* cfg.c — the configuration table, its reading (through engine/yaml_doc.c) and writing, and the
+ * apply hooks of each key (cfg.h). */
 #include "cfg.h"
 
 #include <errno.h>
@@ -9,11 +10,9 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <yaml.h>
-
 #include "log.h"
-
-#define CFG_MAX_FILE_BYTES (1 << 20)
+#include "rnnt.h"
+#include "yaml_doc.h"
 
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precision_choices[] = {"fp16", "fp32", NULL};
@@ -26,112 +25,112 @@ static const char *const level_choices[] = {"error", "warn", "info", "debug", NU
 #define ENUM(n, f, ch, d, rl, doc) {n, CFG_T_ENUM, OFF(f), 0, 0, 0, d, NULL, ch, rl, doc}
 
 static const cfg_key g_keys[] = {
-    STR("server.listen", listen, "127.0.0.1", 0,
+    STR("server.listen", listen, "127.0.0.1", CFG_APPLY_RESTART,
         "Address to listen on (IPv4 or IPv6 literal). The default accepts loopback clients only;\n"
         "put a reverse proxy with TLS in front before opening it wider."),
-    INT("server.port", port, 0, 65535, 8080, 0, "TCP port; 0 picks a free one (logged at start)."),
-    INT("server.http_threads", http_threads, 1, 64, 2, 0,
+    INT("server.port", port, 0, 65535, 8080, CFG_APPLY_RESTART, "TCP port; 0 picks a free one (logged at start)."),
+    INT("server.http_threads", http_threads, 1, 64, 2, CFG_APPLY_RESTART,
         "HTTP event loops (epoll). They read, parse and answer requests; decoding runs on the workers."),
-    INT("server.max_connections", max_connections, 1, 1048576, 4096, 0,
+    INT("server.max_connections", max_connections, 1, 1048576, 4096, CFG_APPLY_RESTART,
         "Open connections at most. An idle or slow connection costs a file descriptor and well\n"
         "under 1 KiB (a buffer only while a request is being read), so this can be far above the\n"
         "workers. A connection over the cap is accepted, waits up to 0.5 s for a slot, then is\n"
         "answered 503 with Retry-After and Connection: close, and closed. The open-file limit\n"
         "(RLIMIT_NOFILE) is raised to fit at start, or the cap lowered to fit it (logged)."),
-    INT("server.max_connections_per_ip", max_connections_per_ip, 0, 1048576, 0, 0,
+    INT("server.max_connections_per_ip", max_connections_per_ip, 0, 1048576, 0, CFG_APPLY_RESTART,
         "Open connections from one client address at most (beyond: 503 as above). 0: no cap per\n"
         "address (behind a reverse proxy every client has the proxy's address)."),
-    INT("server.head_timeout_s", head_timeout_s, 1, 3600, 10, 0,
+    INT("server.head_timeout_s", head_timeout_s, 1, 3600, 10, CFG_APPLY_RESTART,
         "A request head (request line and headers) must be complete this long after its first\n"
         "byte, or it gets 408 and the connection is closed (slow-header clients)."),
-    INT("server.connection_timeout_s", connection_timeout_s, 1, 3600, 30, 0,
+    INT("server.connection_timeout_s", connection_timeout_s, 1, 3600, 30, CFG_APPLY_RESTART,
         "A keep-alive connection with no request this long is closed; an upload that stalls this\n"
         "long gets 408, an answer the client does not read for this long is abandoned."),
-    INT("server.request_timeout_s", request_timeout_s, 1, 86400, 120, 1,
+    INT("server.request_timeout_s", request_timeout_s, 1, 86400, 120, CFG_APPLY_LIMITS,
         "An upload still incomplete this long after its head gets 408 and is closed (bounds\n"
         "clients that trickle a body to hold memory and a connection)."),
-    INT("server.drain_timeout_s", drain_timeout_s, 0, 3600, 30, 1,
+    INT("server.drain_timeout_s", drain_timeout_s, 0, 3600, 30, CFG_APPLY_DRAIN,
         "On SIGTERM/SIGINT: stop accepting, answer every accepted request, but wait at most this\n"
         "long; requests still queued then are answered 503."),
-    STR("server.auth_token_file", auth_token_file, "", 1,
+    STR("server.auth_token_file", auth_token_file, "", CFG_APPLY_AUTH,
         "File holding a bearer token; when set, /v1/* requires \"Authorization: Bearer <token>\".\n"
         "Health and metrics endpoints stay open. Empty: no authentication."),
-    STR("model.path", model_path, "/usr/local/share/rnntd/model", 1,
+    STR("model.path", model_path, "/usr/local/share/rnntd/model", CFG_APPLY_ENGINE,
         "Model directory (model.yaml, weights.safetensors, tokens.txt; see models/FORMAT.md)."),
-    ENUM("model.backend", backend, backend_choices, CFG_BACKEND_AUTO, 1,
+    ENUM("model.backend", backend, backend_choices, CFG_BACKEND_AUTO, CFG_APPLY_ENGINE,
          "auto: CUDA when built in and a GPU is present, else CPU. cpu | cuda force one."),
-    INT("model.device", device, 0, 63, 0, 1, "CUDA device ordinal."),
-    ENUM("model.precision", precision, precision_choices, CFG_PRECISION_FP16, 1,
+    INT("model.device", device, 0, 63, 0, CFG_APPLY_ENGINE, "CUDA device ordinal."),
+    ENUM("model.precision", precision, precision_choices, CFG_PRECISION_FP16, CFG_APPLY_ENGINE,
          "CUDA weights and activations: fp16 (fp32 accumulation) or fp32. The CPU computes in fp32."),
-    INT("model.cpu_threads", cpu_threads, 0, 256, 0, 1,
+    INT("model.cpu_threads", cpu_threads, 0, 256, 0, CFG_APPLY_ENGINE,
         "BLAS threads per worker on the CPU backend; 0: the CPU cores divided by the workers."),
-    INT("batching.workers", workers, 0, 64, 0, 0,
+    INT("batching.workers", workers, 0, 64, 0, CFG_APPLY_RESTART,
         "Engine worker threads, each with its own runner (scratch memory for one batch).\n"
         "0: one per CPU core on the CPU backend (at most 16), two on a GPU. On the CPU, several\n"
         "single-threaded workers beat one worker with a multi-threaded BLAS on LSTM-sized matrices,\n"
         "and the waiting requests are shared out among the idle workers (8 requests, 2 idle workers:\n"
         "two batches of 4 at once). On a GPU a second worker stages one batch while the other's runs\n"
         "(+6-25% throughput measured), and a worker takes as large a batch as it can."),
-    INT("batching.max_batch", max_batch, 1, 1024, 16, 1, "Utterances decoded together at most."),
-    INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, 1,
+    INT("batching.max_batch", max_batch, 1, RNNT_MAX_BATCH, 16, CFG_APPLY_ENGINE, "Utterances decoded together at most."),
+    INT("batching.max_delay_us", max_delay_us, 0, 10000000, 5000, CFG_APPLY_SCHED,
         "How long the oldest queued request may wait for others to join its batch. It applies only\n"
         "to requests that arrive while every worker is busy: a request that finds a worker idle\n"
         "starts at once (see delay_when_idle). 0: never wait."),
-    BOOL("batching.delay_when_idle", delay_when_idle, 0, 1,
+    BOOL("batching.delay_when_idle", delay_when_idle, 0, CFG_APPLY_SCHED,
          "true: a request waits max_delay_us for company even when a worker is idle (fuller\n"
          "batches at low load, at the price of max_delay_us of latency for every lone request)."),
-    INT("batching.max_queue", max_queue, 1, 1000000, 1024, 1,
+    INT("batching.max_queue", max_queue, 1, 1000000, 1024, CFG_APPLY_SCHED,
         "Requests waiting for a worker at most; beyond it requests get 503 with Retry-After.\n"
         "Keep it well below server.max_connections so that overload is refused, not queued."),
-    INT("batching.max_queue_wait_ms", max_queue_wait_ms, 0, 3600000, 1000, 1,
+    INT("batching.max_queue_wait_ms", max_queue_wait_ms, 0, 3600000, 1000, CFG_APPLY_SCHED,
         "A request that would wait longer than this for a worker gets 503 at once, with Retry-After\n"
         "set to the time the queue needs to drain. The wait is estimated as the audio frames queued\n"
         "and still to decode in running batches, divided by the measured drain rate (frames decoded\n"
         "per second of busy time, averaged over ~10 s); until 3 batches have been decoded only\n"
         "max_queue applies. 0: no bound."),
-    INT("batching.worker_deadline_s", worker_deadline_s, 0, 86400, 60, 1,
+    INT("batching.worker_deadline_s", worker_deadline_s, 0, 86400, 60, CFG_APPLY_SCHED,
         "A batch still running after this long is given up: its requests get a 500 naming this key\n"
         "at once, the worker counts as hung (/metrics rnntd_workers_hung), and the systemd\n"
         "watchdog pings stop so that systemd restarts the daemon (WatchdogSec in rnntd.service).\n"
         "The other workers keep serving. 0: no deadline."),
-    INT("limits.max_body_bytes", max_body_bytes, 1024, 1LL << 34, 64LL << 20, 1,
+    INT("limits.max_body_bytes", max_body_bytes, 1024, 1LL << 34, 64LL << 20, CFG_APPLY_LIMITS,
         "Largest request body (any type); larger uploads get 413 as soon as the cap is crossed."),
-    INT("limits.max_json_bytes", max_json_bytes, 1024, 1LL << 34, 16LL << 20, 1,
+    INT("limits.max_json_bytes", max_json_bytes, 1024, 1LL << 34, 16LL << 20, CFG_APPLY_LIMITS,
         "Largest JSON body (the smaller of this and max_body_bytes applies). JSON is 2-6 times\n"
         "the size of the same features as .npy (7-25 characters a value) and slower to parse;\n"
         "prefer .npy for long audio."),
-    INT("limits.max_frames", max_frames, 1, 10000000, 6000, 1,
+    INT("limits.max_frames", max_frames, 1, 10000000, 6000, CFG_APPLY_ENGINE,
         "Feature frames per request at most (6000 = 60 s at a 10 ms hop); more gets 413.\n"
         "Each worker allocates scratch for max_batch utterances of this length."),
-    INT("limits.max_pending_bytes", max_pending_bytes, 1 << 20, 1LL << 40, 1LL << 30, 1,
+    INT("limits.max_pending_bytes", max_pending_bytes, 1 << 20, 1LL << 40, 1LL << 30, CFG_APPLY_LIMITS,
         "Request bodies and decoded features held in memory at once, over all requests; beyond it\n"
         "new requests get 503 with Retry-After."),
-    INT("limits.max_audio_s", max_audio_s, 1, 86400, 60, 1,
+    INT("limits.max_audio_s", max_audio_s, 1, 86400, 60, CFG_APPLY_LIMITS,
         "Seconds of audio per request at most (audio bodies and /v1/audio/transcriptions files);\n"
         "checked from the header before the body is decoded where the format says (WAV, FLAC),\n"
         "while decoding otherwise; more gets 413. The features must also fit limits.max_frames."),
-    INT("streaming.max_streams", stream_max_streams, 1, 1000000, 1000, 0,
+    INT("streaming.max_streams", stream_max_streams, 1, 1000000, 1000, CFG_APPLY_RESTART,
         "WebSocket streams (GET /v1/stream) open at most; beyond: 503 before the upgrade."),
-    INT("streaming.workers", stream_workers, 0, 1024, 0, 0,
+    INT("streaming.workers", stream_workers, 0, 1024, 0, CFG_APPLY_RESTART,
         "Stream worker threads, each advancing its streams in batches; 0 = batching.workers."),
-    INT("streaming.tick_ms", stream_tick_ms, 1, 1000, 20, 0,
+    INT("streaming.tick_ms", stream_tick_ms, 1, 1000, 20, CFG_APPLY_RESTART,
         "Every tick a stream worker advances each stream that has a ready chunk, all in one batch."),
-    INT("streaming.max_batch", stream_max_batch, 1, 4096, 64, 0, "Streams advanced in one batch at most."),
-    INT("streaming.idle_timeout_s", stream_idle_timeout_s, 1, 86400, 30, 0,
+    INT("streaming.max_batch", stream_max_batch, 1, RNNT_MAX_BATCH, 64, CFG_APPLY_RESTART, "Streams advanced in one batch at most."),
+    INT("streaming.idle_timeout_s", stream_idle_timeout_s, 1, 86400, 30, CFG_APPLY_RESTART,
         "A stream that receives nothing this long (while the server waits for input) is closed (1008)."),
-    INT("streaming.max_message_bytes", stream_max_message_bytes, 1024, 1LL << 30, 1LL << 20, 0,
+    INT("streaming.max_message_bytes", stream_max_message_bytes, 1024, 1LL << 30, 1LL << 20, CFG_APPLY_RESTART,
         "Largest WebSocket message (all fragments); larger closes the stream with 1009."),
-    INT("streaming.max_pending_s", stream_max_pending_s, 1, 3600, 30, 0,
+    INT("streaming.max_pending_s", stream_max_pending_s, 1, 3600, 30, CFG_APPLY_RESTART,
         "Input not yet decoded, in seconds of audio, above which the stream's socket is not read\n"
         "(backpressure: a client faster than real time waits)."),
-    INT("streaming.endpoint_silence_ms", stream_endpoint_silence_ms, 10, 600000, 1200, 0,
+    INT("streaming.endpoint_silence_ms", stream_endpoint_silence_ms, 10, 600000, 1200, CFG_APPLY_RESTART,
         "Endpointing (asked per stream): a segment with text ends after this long without a token."),
-    INT("streaming.endpoint_no_speech_ms", stream_endpoint_no_speech_ms, 10, 600000, 2400, 0,
+    INT("streaming.endpoint_no_speech_ms", stream_endpoint_no_speech_ms, 10, 600000, 2400, CFG_APPLY_RESTART,
         "Endpointing: a segment without text starts again after this long (no final)."),
-    INT("streaming.endpoint_max_segment_ms", stream_endpoint_max_segment_ms, 100, 3600000, 20000, 0,
+    INT("streaming.endpoint_max_segment_ms", stream_endpoint_max_segment_ms, 100, 3600000, 20000, CFG_APPLY_RESTART,
         "Endpointing: a segment with text ends once it is this long."),
-    ENUM("log.level", log_level, level_choices, LOG_INFO, 1, "error | warn | info | debug."),
-    BOOL("log.requests", log_requests, 1, 1, "One line per request (id, status, sizes, durations)."),
+    ENUM("log.level", log_level, level_choices, LOG_INFO, CFG_APPLY_LOG, "error | warn | info | debug."),
+    BOOL("log.requests", log_requests, 1, CFG_APPLY_LOG, "One line per request (id, status, sizes, durations)."),
     {NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL},
 };
 
@@ -166,18 +165,6 @@ void cfg_defaults(cfg *c)
     }
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* Strict decimal integer: optional sign, digits only, no overflow. */
 static int parse_int(const char *s, long long *out)
 {
@@ -203,21 +190,21 @@ static int set_value(cfg *c, const cfg_key *k, const char *v, int quoted, const 
     case CFG_T_STR: {
         size_t l = strlen(v);
         if (!quoted && (l == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0))
-            return fail(err, errlen, "%s%s: expected a string (write \"\" for none)", where, k->name);
+            return log_err(err, errlen, "%s%s: expected a string (write \"\" for none)", where, k->name);
         if (l >= k->size)
-            return fail(err, errlen, "%s%s: longer than %zu bytes", where, k->name, k->size - 1);
+            return log_err(err, errlen, "%s%s: longer than %zu bytes", where, k->name, k->size - 1);
         for (size_t i = 0; i < l; i++)
             if ((unsigned char)v[i] < 0x20)
-                return fail(err, errlen, "%s%s: control character in the value", where, k->name);
+                return log_err(err, errlen, "%s%s: control character in the value", where, k->name);
         memcpy(str_field(c, k), v, l + 1);
         return 0;
     }
     case CFG_T_INT: {
         long long x;
         if (quoted || parse_int(v, &x))
-            return fail(err, errlen, "%s%s: expected an integer, got \"%.40s\"", where, k->name, v);
+            return log_err(err, errlen, "%s%s: expected an integer, got \"%.40s\"", where, k->name, v);
         if (x < k->lo || x > k->hi)
-            return fail(err, errlen, "%s%s: %lld is out of range [%lld, %lld]", where, k->name, x,
+            return log_err(err, errlen, "%s%s: %lld is out of range [%lld, %lld]", where, k->name, x,
                         k->lo, k->hi);
         *int_field(c, k) = x;
         return 0;
@@ -225,7 +212,7 @@ static int set_value(cfg *c, const cfg_key *k, const char *v, int quoted, const 
     case CFG_T_BOOL:
         if (!quoted && strcmp(v, "true") == 0) *int_field(c, k) = 1;
         else if (!quoted && strcmp(v, "false") == 0) *int_field(c, k) = 0;
-        else return fail(err, errlen, "%s%s: expected true or false, got \"%.40s\"", where, k->name, v);
+        else return log_err(err, errlen, "%s%s: expected true or false, got \"%.40s\"", where, k->name, v);
         return 0;
     case CFG_T_ENUM:
         for (int i = 0; k->choices[i]; i++)
@@ -239,16 +226,16 @@ static int set_value(cfg *c, const cfg_key *k, const char *v, int quoted, const 
                 strncat(list, i ? " | " : "", sizeof list - strlen(list) - 1);
                 strncat(list, k->choices[i], sizeof list - strlen(list) - 1);
             }
-            return fail(err, errlen, "%s%s: \"%.40s\" is not one of %s", where, k->name, v, list);
+            return log_err(err, errlen, "%s%s: \"%.40s\" is not one of %s", where, k->name, v, list);
         }
     }
-    return fail(err, errlen, "%s%s: unknown key type", where, k->name);
+    return log_err(err, errlen, "%s%s: unknown key type", where, k->name);
 }
 
 int cfg_set(cfg *c, const char *name, const char *value, char *err, size_t errlen)
 {
     const cfg_key *k = cfg_find(name);
-    if (!k) return fail(err, errlen, "unknown key %s", name);
+    if (!k) return log_err(err, errlen, "unknown key %s", name);
     char where[96];
     snprintf(where, sizeof where, "%s: ", "command line");
     /* A flag's value is always text; strings may be empty there. */
@@ -273,120 +260,75 @@ static int scalar_quoted(const yaml_node_t *n)
            n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
 }
 
-static int load_doc(cfg *c, const char *file, yaml_document_t *doc, char *err, size_t errlen)
+/* Structural errors at a node, positioned by the YAML reader. */
+#define AT(node, ...) (ydoc_error(y, (node), RNNT_ERR_FORMAT, __VA_ARGS__), -1)
+
+static int load_doc(cfg *c, ydoc *y, char *err, size_t errlen)
 {
-    yaml_node_t *root = yaml_document_get_root_node(doc);
+    yaml_node_t *root = ydoc_root(y);
     if (!root) return 0; /* an empty file: every key at its default */
+    if (root->type != YAML_MAPPING_NODE) return AT(root, "the file must be a mapping of sections (server:, model:, ...)");
+    yaml_document_t *doc = &y->doc;
     char where[CFG_PATH_MAX + 64];
-    if (root->type != YAML_MAPPING_NODE) {
-        mark_where(where, sizeof where, file, root);
-        return fail(err, errlen, "%sthe file must be a mapping of sections (server:, model:, ...)",
-                    where);
-    }
-    unsigned char seen[64] = {0};
+    unsigned char seen[sizeof g_keys / sizeof g_keys[0]] = {0};
     char seen_sections[8][32];
     int n_sections = 0;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
         yaml_node_t *kn = yaml_document_get_node(doc, p->key);
         yaml_node_t *vn = yaml_document_get_node(doc, p->value);
-        mark_where(where, sizeof where, file, kn);
-        if (kn->type != YAML_SCALAR_NODE) return fail(err, errlen, "%sa key must be a plain name", where);
+        if (kn->type != YAML_SCALAR_NODE) return AT(kn, "a key must be a plain name");
         const char *sec = (const char *)kn->data.scalar.value;
         size_t sl = kn->data.scalar.length;
-        if (strlen(sec) != sl || sl >= 32 || !is_section(sec, sl))
-            return fail(err, errlen, "%s%.64s: unknown section", where, sec);
+        if (strlen(sec) != sl || sl >= 32 || !is_section(sec, sl)) return AT(kn, "%.64s: unknown section", sec);
         for (int i = 0; i < n_sections; i++)
-            if (strcmp(seen_sections[i], sec) == 0)
-                return fail(err, errlen, "%s%s: section given twice", where, sec);
+            if (strcmp(seen_sections[i], sec) == 0) return AT(kn, "%s: section given twice", sec);
         if (n_sections < 8) snprintf(seen_sections[n_sections++], 32, "%s", sec);
-        if (vn->type != YAML_MAPPING_NODE) {
-            mark_where(where, sizeof where, file, vn);
-            return fail(err, errlen, "%s%s: expected a mapping of keys", where, sec);
-        }
+        if (vn->type != YAML_MAPPING_NODE) return AT(vn, "%s: expected a mapping of keys", sec);
         for (yaml_node_pair_t *q = vn->data.mapping.pairs.start; q < vn->data.mapping.pairs.top; q++) {
             yaml_node_t *k2 = yaml_document_get_node(doc, q->key);
             yaml_node_t *v2 = yaml_document_get_node(doc, q->value);
-            mark_where(where, sizeof where, file, k2);
-            if (k2->type != YAML_SCALAR_NODE)
-                return fail(err, errlen, "%s%s: a key must be a plain name", where, sec);
+            if (k2->type != YAML_SCALAR_NODE) return AT(k2, "%s: a key must be a plain name", sec);
             char full[96];
             const char *kname = (const char *)k2->data.scalar.value;
-            if (strlen(kname) != k2->data.scalar.length || k2->data.scalar.length > 48)
-                return fail(err, errlen, "%s%s: unknown key", where, sec);
+            if (strlen(kname) != k2->data.scalar.length || k2->data.scalar.length > 48) return AT(k2, "%s: unknown key", sec);
             snprintf(full, sizeof full, "%s.%s", sec, kname);
             const cfg_key *k = cfg_find(full);
-            if (!k) return fail(err, errlen, "%s%s: unknown key", where, full);
+            if (!k) return AT(k2, "%s: unknown key", full);
             size_t idx = (size_t)(k - g_keys);
-            if (seen[idx]) return fail(err, errlen, "%s%s: key given twice", where, full);
+            if (seen[idx]) return AT(k2, "%s: key given twice", full);
             seen[idx] = 1;
-            mark_where(where, sizeof where, file, v2);
-            if (v2->type != YAML_SCALAR_NODE)
-                return fail(err, errlen, "%s%s: expected a single value", where, full);
+            if (v2->type != YAML_SCALAR_NODE) return AT(v2, "%s: expected a single value", full);
             const char *val = (const char *)v2->data.scalar.value;
-            if (strlen(val) != v2->data.scalar.length)
-                return fail(err, errlen, "%s%s: NUL byte in the value", where, full);
+            if (strlen(val) != v2->data.scalar.length) return AT(v2, "%s: NUL byte in the value", full);
+            mark_where(where, sizeof where, y->path, v2);
             if (set_value(c, k, val, scalar_quoted(v2), where, err, errlen)) return -1;
         }
     }
     return 0;
 }
 
-int cfg_load_mem(cfg *c, const char *name, const char *text, size_t len, char *err, size_t errlen)
+#define CFG_YDOC_FLAGS (YDOC_EMPTY_OK | YDOC_ANY_ROOT | YDOC_ONE_DOC)
+
+/* All-or-nothing: c is only changed when the whole document is good. */
+static int load_parsed(cfg *c, ydoc *y, rnnt_status parsed, char *err, size_t errlen)
 {
-    if (len > CFG_MAX_FILE_BYTES)
-        return fail(err, errlen, "%s: larger than %d bytes", name, CFG_MAX_FILE_BYTES);
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) return fail(err, errlen, "%s: out of memory", name);
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    yaml_document_t doc;
-    int rc;
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = fail(err, errlen, "%s:%zu:%zu: %s%s%s", name, parser.problem_mark.line + 1,
-                  parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error",
-                  parser.context ? " " : "", parser.context ? parser.context : "");
-        yaml_parser_delete(&parser);
-        return rc;
-    }
-    cfg tmp = *c; /* all-or-nothing: c is only changed when the whole file is good */
-    rc = load_doc(&tmp, name, &doc, err, errlen);
-    yaml_document_delete(&doc);
-    if (rc == 0) {
-        yaml_document_t doc2;
-        if (!yaml_parser_load(&parser, &doc2)) {
-            rc = fail(err, errlen, "%s:%zu:%zu: %s", name, parser.problem_mark.line + 1,
-                      parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error");
-        } else {
-            yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
-            if (r2) {
-                rc = fail(err, errlen, "%s:%zu:%zu: only one YAML document is allowed", name,
-                          r2->start_mark.line + 1, r2->start_mark.column + 1);
-            }
-            yaml_document_delete(&doc2);
-        }
-    }
-    yaml_parser_delete(&parser);
+    cfg tmp = *c;
+    int rc = parsed == RNNT_OK ? load_doc(&tmp, y, err, errlen) : -1;
+    ydoc_free(y);
     if (rc == 0) *c = tmp;
     return rc;
 }
 
+int cfg_load_mem(cfg *c, const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+    ydoc y;
+    return load_parsed(c, &y, ydoc_load_mem_flags(&y, name, text, len, CFG_YDOC_FLAGS, err, errlen), err, errlen);
+}
+
 int cfg_load_file(cfg *c, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(CFG_MAX_FILE_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return fail(err, errlen, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, CFG_MAX_FILE_BYTES + 1, f);
-    int rd_err = ferror(f);
-    fclose(f);
-    int rc;
-    if (rd_err) rc = fail(err, errlen, "%s: read error", path);
-    else if (n > CFG_MAX_FILE_BYTES) rc = fail(err, errlen, "%s: larger than %d bytes", path, CFG_MAX_FILE_BYTES);
-    else rc = cfg_load_mem(c, path, buf, n, err, errlen);
-    free(buf);
-    return rc;
+    ydoc y;
+    return load_parsed(c, &y, ydoc_load_flags(&y, path, CFG_YDOC_FLAGS, err, errlen), err, errlen);
 }
 
 int cfg_listen_addr(const char *listen, struct in_addr *v4, struct in6_addr *v6)
@@ -414,12 +356,12 @@ int cfg_listen_addr(const char *listen, struct in_addr *v4, struct in6_addr *v6)
 int cfg_validate(const cfg *c, char *err, size_t errlen)
 {
     if (c->max_body_bytes > c->max_pending_bytes)
-        return fail(err, errlen,
+        return log_err(err, errlen,
                     "limits.max_body_bytes (%lld) exceeds limits.max_pending_bytes (%lld)",
                     c->max_body_bytes, c->max_pending_bytes);
-    if (c->model_path[0] == '\0') return fail(err, errlen, "model.path: must not be empty");
+    if (c->model_path[0] == '\0') return log_err(err, errlen, "model.path: must not be empty");
     if (cfg_listen_addr(c->listen, NULL, NULL) < 0)
-        return fail(err, errlen, "server.listen: \"%s\" is not an IPv4 or IPv6 address (names are not resolved)",
+        return log_err(err, errlen, "server.listen: \"%s\" is not an IPv4 or IPv6 address (names are not resolved)",
                     c->listen);
     return 0;
 }
@@ -466,7 +408,7 @@ void cfg_write_yaml(const cfg *c, FILE *f)
         while (d && *d) {
             const char *nl = strchr(d, '\n');
             int len = nl ? (int)(nl - d) : (int)strlen(d);
-            fprintf(f, "  # %.*s%s\n", len, d, (!nl && !k->reload) ? " (restart)" : "");
+            fprintf(f, "  # %.*s%s\n", len, d, (!nl && k->apply == CFG_APPLY_RESTART) ? " (restart)" : "");
             d = nl ? nl + 1 : d + len;
         }
         if (k->type == CFG_T_INT)
@@ -477,16 +419,30 @@ void cfg_write_yaml(const cfg *c, FILE *f)
     }
 }
 
+static int key_equal(const cfg *a, const cfg *b, const cfg_key *k)
+{
+    return k->type == CFG_T_STR ? strcmp(str_field_c(a, k), str_field_c(b, k)) == 0 : *int_field_c(a, k) == *int_field_c(b, k);
+}
+
 int cfg_restart_keys_equal(const cfg *a, const cfg *b, const char **which)
 {
     for (const cfg_key *k = g_keys; k->name; k++) {
-        if (k->reload) continue;
-        int same = k->type == CFG_T_STR ? strcmp(str_field_c(a, k), str_field_c(b, k)) == 0
-                                        : *int_field_c(a, k) == *int_field_c(b, k);
-        if (!same) {
-            if (which) *which = k->name;
-            return 0;
-        }
+        if (k->apply != CFG_APPLY_RESTART || key_equal(a, b, k)) continue;
+        if (which) *which = k->name;
+        return 0;
     }
     return 1;
+}
+
+int cfg_apply(const cfg *old, const cfg *c, const cfg_hooks *h, void *owner)
+{
+    int changed[CFG_APPLY_COUNT] = {0}, called = 0;
+    for (const cfg_key *k = g_keys; k->name; k++)
+        if (!old || !key_equal(old, c, k)) changed[k->apply] = 1;
+    for (int i = CFG_APPLY_RESTART + 1; i < CFG_APPLY_COUNT; i++)
+        if (changed[i] && h->hook[i]) {
+            h->hook[i](owner, c);
+            called++;
+        }
+    return called;
 }

@@ -1,6 +1,10 @@
-/* cfg.h — the daemon's configuration: one table of keys (name, type, bounds, default, field, doc),
- * read from a YAML file with libyaml. Unknown keys, duplicate keys, wrong types and out-of-range
- * values are errors reported as "FILE:LINE:COLUMN: KEY: what is wrong".
+/* cfg.h — the daemon's configuration: one table of keys (name, type, bounds, default, field, apply
+ * hook, doc), read from a YAML file through the engine's one YAML reader (engine/shared/yaml_doc.h, which also
+ * reads model.yaml). Unknown keys, duplicate keys, wrong types and out-of-range values are errors
+ * reported as "FILE:LINE:COLUMN: KEY: what is wrong". Owns: the key table, parsing, defaults, the
+ * shipped file's text. Each key names the hook that applies it (Redis config.c's apply functions):
+ * CFG_APPLY_RESTART keys are read at start only; the owners of the others (svc.c) get their hook
+ * called by cfg_apply at start and, on SIGHUP, for the keys whose value changed.
  * Not thread-safe: a cfg is filled by one thread and then only read (SIGHUP builds a new one). */
 #ifndef SRV_CFG_H
 #define SRV_CFG_H
@@ -66,6 +70,18 @@ typedef struct {
 
 typedef enum { CFG_T_INT, CFG_T_BOOL, CFG_T_STR, CFG_T_ENUM } cfg_type;
 
+/* Who applies a key (the hooks are the owner's, given to cfg_apply). */
+typedef enum {
+    CFG_APPLY_RESTART = 0, /* read at start only; a changed value waits for a restart */
+    CFG_APPLY_LIMITS,      /* request limits (svc): body, JSON, audio, bytes held, upload deadline */
+    CFG_APPLY_SCHED,       /* the scheduler's queue and batching policy (svc) */
+    CFG_APPLY_LOG,         /* log level and request lines */
+    CFG_APPLY_ENGINE,      /* read by a new engine generation (svc builds one on every SIGHUP) */
+    CFG_APPLY_AUTH,        /* the bearer token (re-read on every SIGHUP) */
+    CFG_APPLY_DRAIN,       /* the shutdown drain */
+    CFG_APPLY_COUNT
+} cfg_apply_id;
+
 typedef struct {
     const char *name;          /* dotted: "batching.max_batch" */
     cfg_type type;
@@ -75,7 +91,7 @@ typedef struct {
     long long def_int;         /* default for INT, BOOL, ENUM (index into choices) */
     const char *def_str;       /* default for STR */
     const char *const *choices;/* CFG_T_ENUM: NULL-terminated */
-    int reload;                /* 1: takes effect on SIGHUP; 0: needs a restart */
+    cfg_apply_id apply;        /* CFG_APPLY_RESTART: needs a restart; else takes effect on SIGHUP */
     const char *doc;           /* one or more lines, written above the key in the shipped file */
 } cfg_key;
 
@@ -105,6 +121,15 @@ const cfg_key *cfg_find(const char *name);
 /* 1 when every key the table marks restart-only has the same value in a and b; else 0 and the
  * name of the first difference in *which. */
 int cfg_restart_keys_equal(const cfg *a, const cfg *b, const char **which);
+
+/* The hooks of cfg_apply: hook[id](owner, c) applies every key of that id from c (NULL: nothing). */
+typedef void (*cfg_apply_fn)(void *owner, const cfg *c);
+typedef struct {
+    cfg_apply_fn hook[CFG_APPLY_COUNT];
+} cfg_hooks;
+/* Calls each hook once whose keys differ between old and c (every hook when old is NULL): the
+ * start-up and SIGHUP paths of a setting are the same code. Returns the number of hooks called. */
+int cfg_apply(const cfg *old, const cfg *c, const cfg_hooks *h, void *owner);
 
 const char *cfg_backend_name(long long b);
 const char *cfg_precision_name(long long p);

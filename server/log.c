@@ -147,3 +147,14 @@ void log_quote(char *dst, size_t n, const char *src)
     dst[o++] = '"';
     dst[o] = '\0';
 }
+
+int log_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}

@@ -27,4 +27,8 @@ void log_msg(log_level lv, const char *fmt, ...) __attribute__((format(printf, 2
  * with \" \\ and \xNN escapes. Always NUL-terminates (truncates with "..." when dst is too small). */
 void log_quote(char *dst, size_t n, const char *src);
 
+/* Writes a one-line error message into a caller's buffer (err may be NULL) and returns -1: the
+ * "0, or -1 with err" convention of the config reader, the multipart parser and the others. */
+int log_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -21,14 +21,14 @@
 #include "auth.h"
 #include "cfg.h"
 #include "fault.h"
-#include "eng.h"
-#include "http.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "routes.h"
 #include "scheduler.h"
-#include "streams.h"
 #include "srv.h"
+#include "streams.h"
+#include "svc.h"
 
 #define MAX_OVERRIDES 8
 #define STATUS_EVERY_S 10.0
@@ -103,158 +103,16 @@ static int build_config(const cmdline *cl, cfg *c, char *err, size_t errlen)
     return cfg_validate(c, err, errlen);
 }
 
-/* Fills the automatic values (0) of batching.workers and model.cpu_threads for the backend the
- * configuration will get. A running daemon keeps its worker count (workers_running > 0). */
-static void resolve_auto(cfg *c, long long workers_running)
-{
-    int cuda = c->backend == CFG_BACKEND_CUDA || (c->backend == CFG_BACKEND_AUTO && rnnt_cuda_available());
-    cpu_set_t set;
-    long ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu < 1) ncpu = 1;
-    if (workers_running > 0) c->workers = workers_running;
-    else if (c->workers == 0) c->workers = cuda ? 2 : (ncpu < 16 ? ncpu : 16);
-    if (c->cpu_threads == 0 && !cuda) c->cpu_threads = ncpu / c->workers > 1 ? ncpu / c->workers : 1;
-}
-
-static void apply_reloadable(srv *s, const cfg *c)
-{
-    atomic_store(&s->max_body_bytes, c->max_body_bytes);
-    atomic_store(&s->max_json_bytes, c->max_json_bytes);
-    atomic_store(&s->max_audio_s, c->max_audio_s);
-    atomic_store(&s->max_pending_bytes, c->max_pending_bytes);
-    atomic_store(&s->request_timeout_s, c->request_timeout_s);
-    atomic_store(&s->log_requests, (int)c->log_requests);
-    log_set_level((log_level)c->log_level);
-    if (s->sched) {
-        sched_set_limits(s->sched, (int)c->max_batch, c->max_delay_us, (int)c->max_queue);
-        sched_set_policy(s->sched, (int)c->delay_when_idle, (double)c->max_queue_wait_ms * 1e-3,
-                         (double)c->worker_deadline_s);
-    }
-}
-
-static int load_auth(const cfg *c, auth **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    if (!c->auth_token_file[0]) return 0;
-    int world = 0;
-    if (auth_load(c->auth_token_file, out, &world, err, errlen)) return -1;
-    if (world)
-        log_msg(LOG_WARN, "msg=\"the token file can be read by every user; chmod 600 it\" file=%s",
-                c->auth_token_file);
-    return 0;
-}
-
-/* An engine generation starts serving: the scheduler spreads batches over idle workers when the
- * backend is the CPU (each worker a core, a batch's cost in proportion to its size); on the GPU one
- * larger batch costs about what a small one does, so it keeps forming the largest batch it can. */
-static void engine_ready(srv *s, eng *e, const char *what)
-{
-    int spread = strcmp(eng_backend(e), "cpu") == 0;
-    sched_set_spread(s->sched, spread);
-    const rnnt_model_info *i = eng_info(e);
-    char dev[160];
-    log_quote(dev, sizeof dev, eng_device(e));
-    log_msg(LOG_INFO,
-            "msg=%s model=%s path=%s backend=%s device=%s feature_dim=%d vocab=%d params=%lld "
-            "workers=%lld max_batch=%d max_frames=%d spread=%s warmup_s=%.3f",
-            what, i->name, eng_path(e), eng_backend(e), dev, i->feature_dim, i->vocab_size,
-            i->n_parameters, s->c.workers, eng_max_batch(e), eng_max_frames(e), spread ? "on" : "off", eng_warmup_s(e));
-    notify_send("READY=1\nSTATUS=ready: model %s on %s, listening on %s port %u", i->name,
-                eng_backend(e), s->c.listen, s->port);
-}
-
-/* SIGHUP: a new configuration and a new engine generation are built while the old one serves; then
- * they are swapped. Requests already validated keep the generation they started with. */
+/* SIGHUP: the configuration is read again (file and flags) and handed to the service, which builds
+ * a new generation while the old one serves and applies the reloadable keys. */
 static void reload(srv *s, const cmdline *cl)
 {
     char err[1024];
     notify_send("RELOADING=1\nSTATUS=reloading configuration and model");
     log_msg(LOG_INFO, "msg=\"reload requested (SIGHUP)\"");
     cfg nc;
-    auth *na = NULL;
-    eng *ne = NULL;
-    int bad = build_config(cl, &nc, err, sizeof err);
-    if (!bad) resolve_auto(&nc, s->c.workers);
-    if (bad || load_auth(&nc, &na, err, sizeof err) ||
-        eng_create(&nc, (int)s->c.workers, &ne, err, sizeof err)) {
-        char q[1100];
-        log_quote(q, sizeof q, err);
-        log_msg(LOG_ERROR, "msg=\"reload failed; still serving the previous configuration\" err=%s", q);
-        atomic_fetch_add(&s->reloads_failed, 1);
-        auth_free(na);
-        notify_send("READY=1\nSTATUS=reload failed: %.200s", err);
-        return;
-    }
-    const char *which = NULL;
-    /* Restart-only keys keep their running values; say so instead of ignoring them silently. */
-    if (!cfg_restart_keys_equal(&s->c, &nc, &which))
-        log_msg(LOG_WARN, "msg=\"some changed keys need a restart and keep their running values\" first=%s",
-                which);
-    /* Copy the reloadable keys into the running config. */
-    for (const cfg_key *k = cfg_keys(); k->name; k++) {
-        if (!k->reload) continue;
-        size_t sz = k->type == CFG_T_STR ? k->size : sizeof(long long);
-        memcpy((char *)&s->c + k->offset, (const char *)&nc + k->offset, sz);
-    }
-    pthread_mutex_lock(&s->mu);
-    eng *old = s->engine;
-    auth *old_auth = s->auth;
-    s->engine = ne;
-    s->auth = na;
-    pthread_mutex_unlock(&s->mu);
-    apply_reloadable(s, &s->c);
-    eng_unref(old); /* freed once the last request validated against it is answered */
-    auth_free(old_auth);
-    atomic_fetch_add(&s->reloads_ok, 1);
-    engine_ready(s, ne, "reloaded");
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) && errno == EINTR) {
-    }
-}
-
-static void wait_until(_Atomic long long *v, double deadline)
-{
-    while (atomic_load(v) > 0 && sched_now() < deadline) sleep_s(0.005);
-}
-
-static void drain(srv *s)
-{
-    atomic_store(&s->draining, 1);
-    notify_send("STOPPING=1\nSTATUS=draining: answering accepted requests");
-    log_msg(LOG_INFO, "msg=\"shutting down: draining\" in_flight=%lld drain_timeout_s=%lld",
-            atomic_load(&s->in_flight), s->c.drain_timeout_s);
-    http_quiesce(s);
-    sched_flush(s->sched);
-    double deadline = sched_now() + (double)s->c.drain_timeout_s;
-    long long streams_left = strm_drain(s, (double)s->c.drain_timeout_s);
-    if (streams_left > 0) log_msg(LOG_WARN, "msg=\"drain timeout with streams open\" streams=%lld", streams_left);
-    wait_until(&s->in_flight, deadline);
-    long long left = atomic_load(&s->in_flight);
-    /* From here no job is accepted (late ones get 503), so nothing new gets suspended. */
-    int n = sched_cancel_waiting(s->sched);
-    if (left > 0)
-        log_msg(LOG_WARN, "msg=\"drain timeout\" in_flight=%lld cancelled=%d", left, n);
-    /* Batches already running always finish (decoding is finite); their connections get resumed. */
-    if (sched_wait_idle(s->sched, 600.0))
-        log_msg(LOG_ERROR, "msg=\"engine workers still busy after 600 s\"");
-    /* Resumed connections still have to be answered by the transport's loops before it may stop. */
-    wait_until(&s->suspended, sched_now() + 10.0);
-    if (atomic_load(&s->suspended) > 0)
-        log_msg(LOG_ERROR, "msg=\"connections still suspended after the drain\" n=%lld",
-                atomic_load(&s->suspended));
-    /* A connection accepted just before the quiesce can still bring a request, answered 503 at once;
-     * MHD_stop_daemon would cut that answer off. Stop only after 100 ms without any (2 s at most). */
-    double end = sched_now() + 2.0, quiet_since = 0;
-    while (sched_now() < end) {
-        if (atomic_load(&s->in_flight) > 0) quiet_since = 0;
-        else if (quiet_since == 0) quiet_since = sched_now();
-        else if (sched_now() - quiet_since >= 0.1) break;
-        sleep_s(0.005);
-    }
+    int ok = build_config(cl, &nc, err, sizeof err) == 0;
+    svc_reload(s, &nc, ok, err);
 }
 
 /* ---- the systemd watchdog: WATCHDOG=1 every half interval while the scheduler makes progress,
@@ -287,7 +145,7 @@ static void *watchdog_main(void *arg)
             log_msg(LOG_ERROR, "msg=\"worker stuck in a batch past batching.worker_deadline_s; watchdog pings stop\" hung=%d",
                     st.hung);
             notify_send("STATUS=unhealthy: %d worker(s) stuck past batching.worker_deadline_s (%lld s); "
-                        "watchdog pings stopped", st.hung, s->c.worker_deadline_s);
+                        "watchdog pings stopped", st.hung, (long long)st.worker_deadline_s);
         }
         pthread_mutex_lock(&g_wd.mu);
         struct timespec ts;
@@ -412,16 +270,17 @@ int main(int argc, char **argv)
     static srv S;
     srv *s = &S;
     char err[1024];
-    if (build_config(&cl, &s->c, err, sizeof err)) {
+    cfg c;
+    if (build_config(&cl, &c, err, sizeof err)) {
         fprintf(stderr, "rnntd: %s\n", err);
         return 2;
     }
     if (print) {
-        cfg_write_yaml(&s->c, stdout);
+        cfg_write_yaml(&c, stdout);
         return 0;
     }
     auth *a = NULL;
-    if (load_auth(&s->c, &a, err, sizeof err)) {
+    if (svc_load_auth(&c, &a, err, sizeof err)) {
         fprintf(stderr, "rnntd: %s\n", err);
         return 2;
     }
@@ -429,12 +288,12 @@ int main(int argc, char **argv)
         auth_free(a);
         /* The model too: its directory exists, parses and loads (weights, tokens, frontend block). */
         rnnt_model *m = NULL;
-        if (rnnt_model_load(s->c.model_path, &m, err, sizeof err)) {
-            fprintf(stderr, "rnntd: model.path '%s': %s\n", s->c.model_path, err);
+        if (rnnt_model_load(c.model_path, &m, err, sizeof err)) {
+            fprintf(stderr, "rnntd: model.path '%s': %s\n", c.model_path, err);
             return 2;
         }
         printf("%s: OK (model %s loads from %s)\n", cl.config_path ? cl.config_path : "(defaults)",
-               rnnt_model_get_info(m)->name, s->c.model_path);
+               rnnt_model_get_info(m)->name, c.model_path);
         rnnt_model_free(m);
         return 0;
     }
@@ -455,7 +314,6 @@ int main(int argc, char **argv)
     }
 
     pthread_mutex_init(&s->mu, NULL);
-    s->auth = a;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     s->t_start_unix = (double)tv.tv_sec + tv.tv_usec * 1e-6;
@@ -465,65 +323,49 @@ int main(int argc, char **argv)
         rnd = (unsigned)tv.tv_usec ^ ((unsigned)getpid() << 16);
     snprintf(s->id_prefix, sizeof s->id_prefix, "%08x", rnd);
     metrics_init();
-    resolve_auto(&s->c, 0);
-    apply_reloadable(s, &s->c);
+    svc_resolve_auto(&c, 0);
 
     log_msg(LOG_INFO, "msg=starting version=%s config=%s notify=%s pid=%d", RNNT_VERSION,
             cl.config_path ? cl.config_path : "(defaults)", notify_impl(), (int)getpid());
-    sched_params sp = {(int)s->c.workers, (int)s->c.max_batch, s->c.max_delay_us, (int)s->c.max_queue,
-                       (int)s->c.delay_when_idle, (double)s->c.max_queue_wait_ms * 1e-3,
-                       (double)s->c.worker_deadline_s};
-    sched_exec sx = {eng_run, NULL, eng_abandon};
-    if (sched_create(&sp, &sx, &s->sched) != SCHED_OK) {
-        log_msg(LOG_ERROR, "msg=\"cannot start the scheduler\"");
+    if (svc_start(s, &c, a, err, sizeof err)) {
+        log_msg(LOG_ERROR, "msg=\"%s\"", err);
+        auth_free(a);
         return 1;
     }
-    metrics_set_sched(s->sched);
     if (n_faults > 0)
         log_msg(LOG_WARN, "msg=\"fault injection on (RNNTD_FAULT); not for production\" faults=%s", faults);
     watchdog_start(s);
     if (strm_start(s, err, sizeof err)) {
         log_msg(LOG_ERROR, "msg=\"cannot start the stream workers\" err=\"%s\"", err);
         watchdog_stop();
-        metrics_set_sched(NULL);
-        sched_free(s->sched);
+        svc_stop(s);
         return 1;
     }
     /* Listen first: /health/live answers and /health/ready says 503 while the model loads. */
-    if (http_start(s, err, sizeof err)) {
+    if (routes_start(s, err, sizeof err)) {
         log_msg(LOG_ERROR, "msg=\"cannot start the HTTP server\" err=\"%s\"", err);
         watchdog_stop();
-        metrics_set_sched(NULL);
-        sched_free(s->sched);
+        svc_stop(s);
         return 1;
     }
     log_msg(LOG_INFO,
             "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld max_connections_per_ip=%lld "
             "head_timeout_s=%lld auth=%s workers=%lld cpu_threads=%lld",
-            s->c.listen, s->port, s->c.http_threads, http_max_connections(s), s->c.max_connections_per_ip,
-            s->c.head_timeout_s, s->auth ? "bearer" : "off",
-            s->c.workers, s->c.cpu_threads);
+            s->c.listen, s->port, s->c.http_threads, routes_max_connections(s), s->c.max_connections_per_ip,
+            s->c.head_timeout_s, a ? "bearer" : "off", s->c.workers, s->c.cpu_threads);
     notify_send("STATUS=loading model %s", s->c.model_path);
 
-    eng *e = NULL;
-    if (eng_create(&s->c, (int)s->c.workers, &e, err, sizeof err)) {
+    if (svc_load(s, err, sizeof err)) {
         char q[1100];
         log_quote(q, sizeof q, err);
         log_msg(LOG_ERROR, "msg=\"cannot load the model\" err=%s", q);
         notify_send("STATUS=failed: %.200s", err);
-        http_stop(s);
+        routes_stop(s);
         strm_stop(s);
         watchdog_stop();
-        metrics_set_sched(NULL);
-        sched_free(s->sched);
-        auth_free(s->auth);
+        svc_stop(s);
         return 1;
     }
-    pthread_mutex_lock(&s->mu);
-    s->engine = e;
-    pthread_mutex_unlock(&s->mu);
-    atomic_store(&s->ready, 1);
-    engine_ready(s, e, "ready");
     rnnt_fault_arm(); /* injected faults fire from now on, never during start-up or warm-up */
 
     double next_status = sched_now() + STATUS_EVERY_S;
@@ -542,20 +384,13 @@ int main(int argc, char **argv)
         }
     }
 
-    drain(s);
-    http_stop(s);
+    svc_drain_begin(s);
+    routes_quiesce(s);
+    svc_drain(s);
+    routes_stop(s);
     strm_stop(s);
     watchdog_stop();
-    eng_release_hangs(); /* RNNTD_FAULT=worker_hang: let the hung worker return */
-    metrics_set_sched(NULL);
-    sched_free(s->sched);
-    s->sched = NULL;
-    pthread_mutex_lock(&s->mu);
-    eng *last = s->engine;
-    s->engine = NULL;
-    pthread_mutex_unlock(&s->mu);
-    eng_unref(last);
-    auth_free(s->auth);
+    svc_stop(s);
     metrics_summary m;
     metrics_summarise(&m);
     log_msg(LOG_INFO, "msg=stopped requests_ok=%lld requests_failed=%lld batches=%lld audio_s=%.3f",

@@ -1,7 +1,6 @@
 /* metrics.c — atomic counters and fixed-bucket histograms; Prometheus text exposition. */
 #include "metrics.h"
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,175 +135,148 @@ void metrics_summarise(metrics_summary *o)
     o->real_time_factor = o->audio_s > 0 ? o->compute_s / o->audio_s : 0;
 }
 
-/* A growable text buffer; on allocation failure it stops growing and render returns NULL. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = b->cap * 2 + (size_t)n;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-}
+/* The text is written to an open_memstream FILE (a malloc'd buffer that grows); any write error
+ * (out of memory) shows in ferror and render returns NULL. */
 
 /* Label values are model names and device strings: escape \ " and newline as the format asks. */
-static void sb_label(sbuf *b, const char *v)
+static void put_label(FILE *b, const char *v)
 {
     for (const char *s = v ? v : ""; *s; s++) {
-        if (*s == '\\') sb_printf(b, "\\\\");
-        else if (*s == '"') sb_printf(b, "\\\"");
-        else if (*s == '\n') sb_printf(b, "\\n");
-        else sb_printf(b, "%c", *s);
+        if (*s == '\\') fprintf(b, "\\\\");
+        else if (*s == '"') fprintf(b, "\\\"");
+        else if (*s == '\n') fprintf(b, "\\n");
+        else fputc(*s, b);
     }
 }
 
-static void head(sbuf *b, const char *name, const char *type, const char *help)
+static void head(FILE *b, const char *name, const char *type, const char *help)
 {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void render_histo(sbuf *b, histo *h)
+static void render_histo(FILE *b, histo *h)
 {
     head(b, h->name, "histogram", h->help);
     uint64_t cum = 0;
     for (int i = 0; i < h->n; i++) {
         cum += atomic_load(&h->count[i]);
-        sb_printf(b, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->le[i], (unsigned long long)cum);
+        fprintf(b, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->le[i], (unsigned long long)cum);
     }
     cum += atomic_load(&h->count[h->n]);
-    sb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", h->name, (unsigned long long)cum);
-    sb_printf(b, "%s_sum %.9g\n%s_count %llu\n", h->name, load_double(&h->sum_bits), h->name,
+    fprintf(b, "%s_bucket{le=\"+Inf\"} %llu\n", h->name, (unsigned long long)cum);
+    fprintf(b, "%s_sum %.9g\n%s_count %llu\n", h->name, load_double(&h->sum_bits), h->name,
               (unsigned long long)cum);
 }
 
 char *metrics_render(const metrics_gauges *g, size_t *len)
 {
-    sbuf b = {malloc(8192), 0, 8192, 0};
-    if (!b.p) return NULL;
+    char *text = NULL;
+    size_t n = 0;
+    FILE *b = open_memstream(&text, &n);
+    if (!b) return NULL;
 
-    head(&b, "rnntd_build_info", "gauge", "Version, model and backend of this process (value 1).");
-    sb_printf(&b, "rnntd_build_info{version=\"");
-    sb_label(&b, g->version);
-    sb_printf(&b, "\",model=\"");
-    sb_label(&b, g->model);
-    sb_printf(&b, "\",backend=\"");
-    sb_label(&b, g->backend);
-    sb_printf(&b, "\",device=\"");
-    sb_label(&b, g->device);
-    sb_printf(&b, "\"} 1\n");
+    head(b, "rnntd_build_info", "gauge", "Version, model and backend of this process (value 1).");
+    fprintf(b, "rnntd_build_info{version=\"");
+    put_label(b, g->version);
+    fprintf(b, "\",model=\"");
+    put_label(b, g->model);
+    fprintf(b, "\",backend=\"");
+    put_label(b, g->backend);
+    fprintf(b, "\",device=\"");
+    put_label(b, g->device);
+    fprintf(b, "\"} 1\n");
 
-    head(&b, "rnntd_requests_total", "counter", "Requests answered, by endpoint and HTTP status.");
+    head(b, "rnntd_requests_total", "counter", "Requests answered, by endpoint and HTTP status.");
     for (int e = 0; e < EP_COUNT; e++)
         for (size_t i = 0; i < N_CODES; i++) {
             uint64_t v = atomic_load(&c_requests[e][i]);
             /* Always show the success series of the main endpoint so rate() works from zero. */
             if (v == 0 && !(e == EP_TRANSCRIBE && g_codes[i] == 200)) continue;
             if (g_codes[i])
-                sb_printf(&b, "rnntd_requests_total{endpoint=\"%s\",code=\"%u\"} %llu\n",
+                fprintf(b, "rnntd_requests_total{endpoint=\"%s\",code=\"%u\"} %llu\n",
                           g_ep_names[e], g_codes[i], (unsigned long long)v);
             else
-                sb_printf(&b, "rnntd_requests_total{endpoint=\"%s\",code=\"other\"} %llu\n",
+                fprintf(b, "rnntd_requests_total{endpoint=\"%s\",code=\"other\"} %llu\n",
                           g_ep_names[e], (unsigned long long)v);
         }
 
-    head(&b, "rnntd_rejected_total", "counter",
+    head(b, "rnntd_rejected_total", "counter",
          "Transcriptions refused with 503 before decoding, by reason.");
     for (int r = 0; r < REJECT_COUNT; r++)
-        sb_printf(&b, "rnntd_rejected_total{reason=\"%s\"} %llu\n", g_reject_names[r],
+        fprintf(b, "rnntd_rejected_total{reason=\"%s\"} %llu\n", g_reject_names[r],
                   (unsigned long long)atomic_load(&c_reject[r]));
 
-    head(&b, "rnntd_decode_failures_total", "counter",
+    head(b, "rnntd_decode_failures_total", "counter",
          "Utterances whose decoding failed (non-finite values or an engine error).");
-    sb_printf(&b, "rnntd_decode_failures_total %llu\n",
+    fprintf(b, "rnntd_decode_failures_total %llu\n",
               (unsigned long long)atomic_load(&c_failed_decode));
-    head(&b, "rnntd_batches_total", "counter", "Batches run by the engine workers.");
-    sb_printf(&b, "rnntd_batches_total %llu\n", (unsigned long long)atomic_load(&c_batches));
-    head(&b, "rnntd_batch_utterances_total", "counter", "Utterances decoded in batches.");
-    sb_printf(&b, "rnntd_batch_utterances_total %llu\n",
+    head(b, "rnntd_batches_total", "counter", "Batches run by the engine workers.");
+    fprintf(b, "rnntd_batches_total %llu\n", (unsigned long long)atomic_load(&c_batches));
+    head(b, "rnntd_batch_utterances_total", "counter", "Utterances decoded in batches.");
+    fprintf(b, "rnntd_batch_utterances_total %llu\n",
               (unsigned long long)atomic_load(&c_batch_items));
-    head(&b, "rnntd_frames_total", "counter", "Input feature frames decoded.");
-    sb_printf(&b, "rnntd_frames_total %llu\n", (unsigned long long)atomic_load(&c_frames));
-    head(&b, "rnntd_padding_frames_total", "counter",
+    head(b, "rnntd_frames_total", "counter", "Input feature frames decoded.");
+    fprintf(b, "rnntd_frames_total %llu\n", (unsigned long long)atomic_load(&c_frames));
+    head(b, "rnntd_padding_frames_total", "counter",
          "Frames of padding in batches (longest item minus each item's length, summed).");
-    sb_printf(&b, "rnntd_padding_frames_total %llu\n", (unsigned long long)atomic_load(&c_padding));
-    head(&b, "rnntd_audio_seconds_total", "counter", "Audio transcribed, in seconds.");
-    sb_printf(&b, "rnntd_audio_seconds_total %.6f\n", load_double(&c_audio_bits));
-    head(&b, "rnntd_compute_seconds_total", "counter", "Engine time spent in batches, in seconds.");
-    sb_printf(&b, "rnntd_compute_seconds_total %.6f\n", load_double(&c_compute_bits));
-    head(&b, "rnntd_request_bytes_total", "counter", "Request body bytes of answered transcriptions.");
-    sb_printf(&b, "rnntd_request_bytes_total %llu\n", (unsigned long long)atomic_load(&c_bytes_in));
-    head(&b, "rnntd_reloads_total", "counter", "SIGHUP reloads, by result.");
-    sb_printf(&b, "rnntd_reloads_total{result=\"ok\"} %lld\nrnntd_reloads_total{result=\"failed\"} %lld\n",
+    fprintf(b, "rnntd_padding_frames_total %llu\n", (unsigned long long)atomic_load(&c_padding));
+    head(b, "rnntd_audio_seconds_total", "counter", "Audio transcribed, in seconds.");
+    fprintf(b, "rnntd_audio_seconds_total %.6f\n", load_double(&c_audio_bits));
+    head(b, "rnntd_compute_seconds_total", "counter", "Engine time spent in batches, in seconds.");
+    fprintf(b, "rnntd_compute_seconds_total %.6f\n", load_double(&c_compute_bits));
+    head(b, "rnntd_request_bytes_total", "counter", "Request body bytes of answered transcriptions.");
+    fprintf(b, "rnntd_request_bytes_total %llu\n", (unsigned long long)atomic_load(&c_bytes_in));
+    head(b, "rnntd_reloads_total", "counter", "SIGHUP reloads, by result.");
+    fprintf(b, "rnntd_reloads_total{result=\"ok\"} %lld\nrnntd_reloads_total{result=\"failed\"} %lld\n",
               g->reloads_ok, g->reloads_failed);
 
-    for (size_t i = 0; i < sizeof g_histos / sizeof g_histos[0]; i++) render_histo(&b, g_histos[i]);
+    for (size_t i = 0; i < sizeof g_histos / sizeof g_histos[0]; i++) render_histo(b, g_histos[i]);
 
-    head(&b, "rnntd_ready", "gauge", "1 when the model is loaded and warmed up and not draining.");
-    sb_printf(&b, "rnntd_ready %d\n", g->ready && !g->draining);
-    head(&b, "rnntd_requests_in_flight", "gauge", "Requests being received, queued or decoded.");
-    sb_printf(&b, "rnntd_requests_in_flight %lld\n", g->in_flight);
-    head(&b, "rnntd_queue_depth", "gauge", "Transcriptions waiting for a worker.");
-    sb_printf(&b, "rnntd_queue_depth %lld\n", g->queue_depth);
-    head(&b, "rnntd_workers_busy", "gauge", "Engine workers running a batch.");
-    sb_printf(&b, "rnntd_workers_busy %lld\n", g->workers_busy);
-    head(&b, "rnntd_workers", "gauge", "Engine workers.");
-    sb_printf(&b, "rnntd_workers %lld\n", g->workers);
-    head(&b, "rnntd_connections", "gauge", "Open HTTP connections.");
-    sb_printf(&b, "rnntd_connections %lld\n", g->connections);
-    head(&b, "rnntd_pending_bytes", "gauge", "Request bodies and features held in memory.");
-    sb_printf(&b, "rnntd_pending_bytes %lld\n", g->pending_bytes);
+    const struct {
+        const char *name, *help;
+        long long v;
+    } gauges[] = {
+        {"rnntd_ready", "1 when the model is loaded and warmed up and not draining.", g->ready && !g->draining},
+        {"rnntd_requests_in_flight", "Requests being received, queued or decoded.", g->in_flight},
+        {"rnntd_queue_depth", "Transcriptions waiting for a worker.", g->queue_depth},
+        {"rnntd_workers_busy", "Engine workers running a batch.", g->workers_busy},
+        {"rnntd_workers", "Engine workers.", g->workers},
+        {"rnntd_connections", "Open HTTP connections.", g->connections},
+        {"rnntd_pending_bytes", "Request bodies and features held in memory.", g->pending_bytes},
+    };
+    for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+        head(b, gauges[i].name, "gauge", gauges[i].help);
+        fprintf(b, "%s %lld\n", gauges[i].name, gauges[i].v);
+    }
     sched *sc = atomic_load(&g_sched);
     if (sc) {
         sched_stats ss;
         sched_get_stats(sc, &ss);
-        head(&b, "rnntd_queue_drain_frames_per_second", "gauge",
+        head(b, "rnntd_queue_drain_frames_per_second", "gauge",
              "Measured drain rate: frames decoded per second of busy time (~10 s average; 0 until measured).");
-        sb_printf(&b, "rnntd_queue_drain_frames_per_second %.1f\n", ss.drain_frames_per_s);
-        head(&b, "rnntd_queue_expected_wait_seconds", "gauge",
+        fprintf(b, "rnntd_queue_drain_frames_per_second %.1f\n", ss.drain_frames_per_s);
+        head(b, "rnntd_queue_expected_wait_seconds", "gauge",
              "Frames queued divided by the drain rate (what batching.max_queue_wait_ms bounds).");
-        sb_printf(&b, "rnntd_queue_expected_wait_seconds %.4f\n", ss.expected_wait_s);
-        head(&b, "rnntd_workers_hung", "gauge", "Workers whose batch has run past batching.worker_deadline_s.");
-        sb_printf(&b, "rnntd_workers_hung %d\n", ss.hung);
-        head(&b, "rnntd_batches_abandoned_total", "counter",
+        fprintf(b, "rnntd_queue_expected_wait_seconds %.4f\n", ss.expected_wait_s);
+        head(b, "rnntd_workers_hung", "gauge", "Workers whose batch has run past batching.worker_deadline_s.");
+        fprintf(b, "rnntd_workers_hung %d\n", ss.hung);
+        head(b, "rnntd_batches_abandoned_total", "counter",
              "Batches given up past batching.worker_deadline_s (their requests answered 500).");
-        sb_printf(&b, "rnntd_batches_abandoned_total %lld\n", ss.abandoned);
+        fprintf(b, "rnntd_batches_abandoned_total %lld\n", ss.abandoned);
     }
-    head(&b, "rnntd_log_lines_dropped_total", "counter",
+    head(b, "rnntd_log_lines_dropped_total", "counter",
          "Log lines that could not be written (stderr full, closed or out of space).");
-    sb_printf(&b, "rnntd_log_lines_dropped_total %llu\n", log_dropped());
-    head(&b, "rnntd_uptime_seconds", "gauge", "Seconds since the process started.");
-    sb_printf(&b, "rnntd_uptime_seconds %.3f\n", g->uptime_s);
-    head(&b, "rnntd_start_time_seconds", "gauge", "Start time of the process, Unix seconds.");
-    sb_printf(&b, "rnntd_start_time_seconds %.3f\n", g->start_time_s);
+    fprintf(b, "rnntd_log_lines_dropped_total %llu\n", log_dropped());
+    head(b, "rnntd_uptime_seconds", "gauge", "Seconds since the process started.");
+    fprintf(b, "rnntd_uptime_seconds %.3f\n", g->uptime_s);
+    head(b, "rnntd_start_time_seconds", "gauge", "Start time of the process, Unix seconds.");
+    fprintf(b, "rnntd_start_time_seconds %.3f\n", g->start_time_s);
 
-    if (b.oom) {
-        free(b.p);
+    int bad = ferror(b);
+    if (fclose(b) || bad) {
+        free(text);
         return NULL;
     }
-    *len = b.len;
-    return b.p;
+    *len = n;
+    return text;
 }

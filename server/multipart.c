@@ -9,17 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+#include "log.h"
 
 /* RFC 2046 bchars (space allowed, but not last). */
 static int bchar(unsigned char c)
@@ -47,44 +37,44 @@ static int next_param(const char **pp, const char *end, char *name, size_t namec
 {
     const char *p = skip_ows(*pp, end);
     if (p == end) return 0;
-    if (*p != ';') return fail(err, errlen, "expected ';' between parameters");
+    if (*p != ';') return log_err(err, errlen, "expected ';' between parameters");
     p = skip_ows(p + 1, end);
     if (p == end) return 0; /* a trailing ';' is tolerated, as browsers and curl never send one anyway */
     size_t n = 0;
     while (p < end && tchar((unsigned char)*p)) {
-        if (n + 1 >= namecap) return fail(err, errlen, "parameter name too long");
+        if (n + 1 >= namecap) return log_err(err, errlen, "parameter name too long");
         name[n++] = *p++;
     }
     name[n] = 0;
-    if (!n) return fail(err, errlen, "expected a parameter name");
+    if (!n) return log_err(err, errlen, "expected a parameter name");
     p = skip_ows(p, end);
-    if (p == end || *p != '=') return fail(err, errlen, "parameter '%s' has no value", name);
+    if (p == end || *p != '=') return log_err(err, errlen, "parameter '%s' has no value", name);
     p = skip_ows(p + 1, end);
     size_t k = 0;
     if (p < end && *p == '"') {
         p++;
         for (;;) {
-            if (p == end) return fail(err, errlen, "parameter '%s': unterminated quoted string", name);
+            if (p == end) return log_err(err, errlen, "parameter '%s': unterminated quoted string", name);
             unsigned char c = (unsigned char)*p;
             if (c == '"') {
                 p++;
                 break;
             }
             if (c == '\\') {
-                if (++p == end) return fail(err, errlen, "parameter '%s': unterminated quoted string", name);
+                if (++p == end) return log_err(err, errlen, "parameter '%s': unterminated quoted string", name);
                 c = (unsigned char)*p;
             }
-            if ((c < 0x20 && c != '\t') || c == 0x7f) return fail(err, errlen, "parameter '%s': control character in its value", name);
-            if (k + 1 >= valcap) return fail(err, errlen, "parameter '%s': value longer than %zu bytes", name, valcap - 1);
+            if ((c < 0x20 && c != '\t') || c == 0x7f) return log_err(err, errlen, "parameter '%s': control character in its value", name);
+            if (k + 1 >= valcap) return log_err(err, errlen, "parameter '%s': value longer than %zu bytes", name, valcap - 1);
             val[k++] = (char)c;
             p++;
         }
     } else {
         while (p < end && tchar((unsigned char)*p)) {
-            if (k + 1 >= valcap) return fail(err, errlen, "parameter '%s': value longer than %zu bytes", name, valcap - 1);
+            if (k + 1 >= valcap) return log_err(err, errlen, "parameter '%s': value longer than %zu bytes", name, valcap - 1);
             val[k++] = *p++;
         }
-        if (!k) return fail(err, errlen, "parameter '%s' has an empty or malformed value", name);
+        if (!k) return log_err(err, errlen, "parameter '%s' has an empty or malformed value", name);
     }
     val[k] = 0;
     *pp = p;
@@ -93,30 +83,30 @@ static int next_param(const char **pp, const char *end, char *name, size_t namec
 
 int mp_boundary(const char *content_type, char *out, char *err, size_t errlen)
 {
-    if (!content_type) return fail(err, errlen, "no Content-Type");
+    if (!content_type) return log_err(err, errlen, "no Content-Type");
     const char *end = content_type + strlen(content_type);
     const char *p = skip_ows(content_type, end);
     static const char mt[] = "multipart/form-data";
     if ((size_t)(end - p) < sizeof mt - 1 || strncasecmp(p, mt, sizeof mt - 1) != 0 ||
         (p[sizeof mt - 1] && p[sizeof mt - 1] != ';' && p[sizeof mt - 1] != ' ' && p[sizeof mt - 1] != '\t'))
-        return fail(err, errlen, "Content-Type must be multipart/form-data");
+        return log_err(err, errlen, "Content-Type must be multipart/form-data");
     p += sizeof mt - 1;
     char name[64], val[MP_BOUNDARY_MAX + 2];
     int found = 0, r;
     char perr[160];
     while ((r = next_param(&p, end, name, sizeof name, val, sizeof val, perr, sizeof perr)) == 1) {
         if (strcasecmp(name, "boundary") != 0) continue;
-        if (found) return fail(err, errlen, "Content-Type has two boundary parameters");
+        if (found) return log_err(err, errlen, "Content-Type has two boundary parameters");
         found = 1;
         size_t n = strlen(val);
-        if (n < 1 || n > MP_BOUNDARY_MAX) return fail(err, errlen, "the multipart boundary must be 1 to %d characters", MP_BOUNDARY_MAX);
+        if (n < 1 || n > MP_BOUNDARY_MAX) return log_err(err, errlen, "the multipart boundary must be 1 to %d characters", MP_BOUNDARY_MAX);
         for (size_t i = 0; i < n; i++)
-            if (!bchar((unsigned char)val[i])) return fail(err, errlen, "the multipart boundary has a character RFC 2046 does not allow");
-        if (val[n - 1] == ' ') return fail(err, errlen, "the multipart boundary must not end with a space");
+            if (!bchar((unsigned char)val[i])) return log_err(err, errlen, "the multipart boundary has a character RFC 2046 does not allow");
+        if (val[n - 1] == ' ') return log_err(err, errlen, "the multipart boundary must not end with a space");
         memcpy(out, val, n + 1);
     }
-    if (r < 0) return fail(err, errlen, "Content-Type: %s", perr);
-    if (!found) return fail(err, errlen, "Content-Type multipart/form-data needs a boundary parameter");
+    if (r < 0) return log_err(err, errlen, "Content-Type: %s", perr);
+    if (!found) return log_err(err, errlen, "Content-Type multipart/form-data needs a boundary parameter");
     return 0;
 }
 
@@ -128,63 +118,63 @@ static int parse_headers(const char **pp, const char *end, mp_part *part, char *
     for (;;) {
         const char *eol = memchr(p, '\n', (size_t)(end - p) < MP_HEADER_LINE_MAX + 2 ? (size_t)(end - p) : MP_HEADER_LINE_MAX + 2);
         if (!eol) {
-            if ((size_t)(end - p) >= MP_HEADER_LINE_MAX + 2) return fail(err, errlen, "a part header line is longer than %d bytes", MP_HEADER_LINE_MAX);
-            return fail(err, errlen, "the body ends inside a part's headers");
+            if ((size_t)(end - p) >= MP_HEADER_LINE_MAX + 2) return log_err(err, errlen, "a part header line is longer than %d bytes", MP_HEADER_LINE_MAX);
+            return log_err(err, errlen, "the body ends inside a part's headers");
         }
-        if (eol == p || eol[-1] != '\r') return fail(err, errlen, "a part header line ends with a bare LF (CRLF required)");
+        if (eol == p || eol[-1] != '\r') return log_err(err, errlen, "a part header line ends with a bare LF (CRLF required)");
         const char *le = eol - 1; /* the line is [p, le) */
-        if (memchr(p, '\r', (size_t)(le - p))) return fail(err, errlen, "a bare CR in a part header");
+        if (memchr(p, '\r', (size_t)(le - p))) return log_err(err, errlen, "a bare CR in a part header");
         if (le == p) { /* the empty line */
             *pp = eol + 1;
             break;
         }
-        if (++lines > MP_HEADER_LINES_MAX) return fail(err, errlen, "a part has more than %d header lines", MP_HEADER_LINES_MAX);
-        if (*p == ' ' || *p == '\t') return fail(err, errlen, "folded part header lines are not allowed");
+        if (++lines > MP_HEADER_LINES_MAX) return log_err(err, errlen, "a part has more than %d header lines", MP_HEADER_LINES_MAX);
+        if (*p == ' ' || *p == '\t') return log_err(err, errlen, "folded part header lines are not allowed");
         const char *colon = p;
         while (colon < le && tchar((unsigned char)*colon)) colon++;
-        if (colon == p || colon == le || *colon != ':') return fail(err, errlen, "malformed part header line");
+        if (colon == p || colon == le || *colon != ':') return log_err(err, errlen, "malformed part header line");
         size_t hn = (size_t)(colon - p);
         const char *v = skip_ows(colon + 1, le), *ve = le;
         while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
         for (const char *q = v; q < ve; q++)
-            if (((unsigned char)*q < 0x20 && *q != '\t') || *q == 0x7f) return fail(err, errlen, "control character in a part header");
+            if (((unsigned char)*q < 0x20 && *q != '\t') || *q == 0x7f) return log_err(err, errlen, "control character in a part header");
         if (hn == 19 && strncasecmp(p, "Content-Disposition", hn) == 0) {
-            if (has_cd++) return fail(err, errlen, "a part has two Content-Disposition headers");
+            if (has_cd++) return log_err(err, errlen, "a part has two Content-Disposition headers");
             static const char fd[] = "form-data";
             if ((size_t)(ve - v) < sizeof fd - 1 || strncasecmp(v, fd, sizeof fd - 1) != 0 ||
                 (v + sizeof fd - 1 < ve && v[sizeof fd - 1] != ';' && v[sizeof fd - 1] != ' ' && v[sizeof fd - 1] != '\t'))
-                return fail(err, errlen, "a part's Content-Disposition must be form-data");
+                return log_err(err, errlen, "a part's Content-Disposition must be form-data");
             const char *q = v + sizeof fd - 1;
             char pname[32], pval[MP_FILENAME_MAX], perr[160];
             int has_name = 0, r;
             while ((r = next_param(&q, ve, pname, sizeof pname, pval, sizeof pval, perr, sizeof perr)) == 1) {
                 if (strcasecmp(pname, "name") == 0) {
-                    if (has_name++) return fail(err, errlen, "Content-Disposition has two name parameters");
-                    if (strlen(pval) >= MP_NAME_MAX) return fail(err, errlen, "a field name is longer than %d bytes", MP_NAME_MAX - 1);
+                    if (has_name++) return log_err(err, errlen, "Content-Disposition has two name parameters");
+                    if (strlen(pval) >= MP_NAME_MAX) return log_err(err, errlen, "a field name is longer than %d bytes", MP_NAME_MAX - 1);
                     strcpy(part->name, pval);
                 } else if (strcasecmp(pname, "filename") == 0) {
-                    if (part->has_filename++) return fail(err, errlen, "Content-Disposition has two filename parameters");
+                    if (part->has_filename++) return log_err(err, errlen, "Content-Disposition has two filename parameters");
                     strcpy(part->filename, pval);
                 }
                 /* other parameters (filename*, RFC 7578 4.2 says not to send it) are ignored */
             }
-            if (r < 0) return fail(err, errlen, "Content-Disposition: %s", perr);
-            if (!has_name || !part->name[0]) return fail(err, errlen, "a part's Content-Disposition has no name");
+            if (r < 0) return log_err(err, errlen, "Content-Disposition: %s", perr);
+            if (!has_name || !part->name[0]) return log_err(err, errlen, "a part's Content-Disposition has no name");
         } else if (hn == 12 && strncasecmp(p, "Content-Type", hn) == 0) {
-            if (has_ct++) return fail(err, errlen, "a part has two Content-Type headers");
-            if ((size_t)(ve - v) >= MP_CTYPE_MAX) return fail(err, errlen, "a part's Content-Type is longer than %d bytes", MP_CTYPE_MAX - 1);
+            if (has_ct++) return log_err(err, errlen, "a part has two Content-Type headers");
+            if ((size_t)(ve - v) >= MP_CTYPE_MAX) return log_err(err, errlen, "a part's Content-Type is longer than %d bytes", MP_CTYPE_MAX - 1);
             memcpy(part->content_type, v, (size_t)(ve - v));
             part->content_type[ve - v] = 0;
         } else if (hn == 25 && strncasecmp(p, "Content-Transfer-Encoding", hn) == 0) {
             size_t vn = (size_t)(ve - v);
             if (!((vn == 6 && !strncasecmp(v, "binary", 6)) || (vn == 4 && !strncasecmp(v, "8bit", 4)) ||
                   (vn == 4 && !strncasecmp(v, "7bit", 4))))
-                return fail(err, errlen, "Content-Transfer-Encoding other than binary is not supported (RFC 7578 4.7)");
+                return log_err(err, errlen, "Content-Transfer-Encoding other than binary is not supported (RFC 7578 4.7)");
         }
         /* other part headers are ignored */
         p = eol + 1;
     }
-    if (!has_cd) return fail(err, errlen, "a part has no Content-Disposition header");
+    if (!has_cd) return log_err(err, errlen, "a part has no Content-Disposition header");
     return 0;
 }
 
@@ -202,15 +192,15 @@ static int after_delimiter(const char **pp, const char *end, char *err, size_t e
         *pp = p + 2;
         return 0;
     }
-    if (p == end) return fail(err, errlen, "the multipart body ends after a boundary, without its closing \"--\"");
-    return fail(err, errlen, "a multipart boundary is followed by something other than CRLF or \"--\"");
+    if (p == end) return log_err(err, errlen, "the multipart body ends after a boundary, without its closing \"--\"");
+    return log_err(err, errlen, "a multipart boundary is followed by something other than CRLF or \"--\"");
 }
 
 int mp_parse(const char *body, size_t len, const char *boundary, mp_part *parts, int max_parts, int *n, char *err, size_t errlen)
 {
     *n = 0;
     size_t bn = strlen(boundary);
-    if (bn < 1 || bn > MP_BOUNDARY_MAX) return fail(err, errlen, "bad multipart boundary");
+    if (bn < 1 || bn > MP_BOUNDARY_MAX) return log_err(err, errlen, "bad multipart boundary");
     char delim[MP_BOUNDARY_MAX + 4]; /* CRLF "--" boundary */
     memcpy(delim, "\r\n--", 4);
     memcpy(delim + 4, boundary, bn);
@@ -221,17 +211,17 @@ int mp_parse(const char *body, size_t len, const char *boundary, mp_part *parts,
         p = body + dn - 2;
     } else {
         const char *d = len ? memmem(body, len, delim, dn) : NULL;
-        if (!d) return fail(err, errlen, "the multipart body does not contain its boundary");
+        if (!d) return log_err(err, errlen, "the multipart body does not contain its boundary");
         p = d + dn;
     }
     int r = after_delimiter(&p, end, err, errlen);
     while (r == 0) {
-        if (*n >= max_parts) return fail(err, errlen, "more than %d parts in the multipart body", max_parts);
+        if (*n >= max_parts) return log_err(err, errlen, "more than %d parts in the multipart body", max_parts);
         mp_part *part = &parts[*n];
         memset(part, 0, sizeof *part);
         if (parse_headers(&p, end, part, err, errlen)) return -1;
         const char *d = p < end ? memmem(p, (size_t)(end - p), delim, dn) : NULL;
-        if (!d) return fail(err, errlen, "the multipart body ends without its closing boundary");
+        if (!d) return log_err(err, errlen, "the multipart body ends without its closing boundary");
         part->data = p;
         part->len = (size_t)(d - p);
         (*n)++;

@@ -1,4 +1,4 @@
-/* reply.c — JSON responses and the error shape. */
+/* reply.c — JSON responses, the error shape and the result documents (reply.h). */
 #include "reply.h"
 
 #include <stdarg.h>
@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rnnt_words.h"
+
 void srv_err_set(srv_err *e, unsigned status, const char *code, const char *fmt, ...)
 {
     e->status = status;
     e->code = code;
+    e->retry_after_s = status == 503 ? REPLY_RETRY_AFTER_S : 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -87,4 +90,58 @@ int reply_error(tp_conn *c, const srv_err *e, const reply_opts *o)
                         clean);
     }
     return reply_json(c, status, doc, o);
+}
+
+json_t *reply_words_json(const rnnt_model *m, const rnnt_result *res)
+{
+    rnnt_word *w = NULL;
+    int nw = 0;
+    char err[128];
+    if (rnnt_result_words(m, res, &w, &nw, err, sizeof err)) return NULL;
+    json_t *a = json_array();
+    for (int i = 0; a && i < nw; i++) {
+        json_t *o = json_pack("{s:s, s:f, s:f, s:o}", "word", w[i].text, "start", w[i].start_s, "end", w[i].end_s, "confidence",
+                              w[i].confidence >= 0 ? json_real(w[i].confidence) : json_null());
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    rnnt_words_free(w, nw);
+    return a;
+}
+
+json_t *reply_result_json(const rnnt_model *m, const rnnt_result *res, const reply_result_info *ri)
+{
+    const rnnt_model_info *info = rnnt_model_get_info(m);
+    json_t *toks = json_array();
+    if (!toks) return NULL;
+    for (int i = 0; res && i < res->n_tokens; i++) {
+        rnnt_token t; /* its text and time from the engine */
+        json_t *o = rnnt_result_token(m, res, i, &t, NULL, 0) ? NULL
+                    : ri->timestamps ? json_pack("{s:i, s:s, s:i, s:f}", "id", t.id, "token", t.text, "frame", t.frame, "time_s", t.time_s)
+                                     : json_pack("{s:i, s:s}", "id", t.id, "token", t.text);
+        if (!o || json_array_append_new(toks, o)) {
+            json_decref(toks);
+            return NULL;
+        }
+    }
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:f, s:i, s:i, s:{s:f, s:f, s:f}}", "id", ri->request_id, "model",
+                            info->name, "text", res && res->text ? res->text : "", "tokens", toks, "duration_s", ri->audio_s,
+                            "frames", ri->frames, "batch_size", ri->batch_size, "timings", "queue_ms", ri->queue_s * 1e3,
+                            "compute_ms", ri->compute_s * 1e3, "total_ms", ri->total_s * 1e3);
+    if (doc && ri->timestamps && res) {
+        /* Words with start, end and confidence; with timestamps, as the tokens' times. */
+        json_t *words = reply_words_json(m, res);
+        if (!words || json_object_set_new(doc, "words", words)) {
+            json_decref(doc);
+            return NULL;
+        }
+    }
+    if (doc && ri->audio_prep_ms > 0 &&
+        json_object_set_new(json_object_get(doc, "timings"), "audio_ms", json_real(ri->audio_prep_ms))) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }

@@ -640,6 +640,7 @@ void sched_get_stats(sched *s, sched_stats *out)
         if (s->ws[w].running && s->p.worker_deadline_s > 0 && now - s->ws[w].t_start > s->p.worker_deadline_s)
             out->hung++;
     out->abandoned = s->abandoned;
+    out->worker_deadline_s = s->p.worker_deadline_s;
     out->batches = s->batches;
     out->last_progress_s = s->last_progress;
     pthread_mutex_unlock(&s->mu);

@@ -116,6 +116,7 @@ typedef struct {
     double queued_frames;
     double expected_wait_s;    /* (queued + running batches' remaining frames) / drain rate; 0 while unknown */
     int hung;                  /* workers whose batch has run past worker_deadline_s */
+    double worker_deadline_s;  /* the deadline in force (sched_set_policy) */
     long long abandoned;       /* batches abandoned so far */
     long long batches;         /* batches completed or abandoned so far */
     double last_progress_s;    /* sched_now() of the last batch start or end */

@@ -159,7 +159,7 @@ static int parse_config(sess *q, const unsigned char *data, size_t len)
         fail_stream(q, WS_CLOSE_INVALID_DATA, "invalid_config", "the first message must be a JSON object configuring the stream");
         return -1;
     }
-    eng *e = srv_engine(q->s);
+    eng *e = svc_engine(q->s);
     const rnnt_model_info *info = e ? eng_info(e) : NULL;
     const char *why = NULL, *code = "invalid_config";
     unsigned cc = WS_CLOSE_INVALID_DATA;
@@ -542,7 +542,7 @@ void strm_stop(srv *s)
     for (int i = 0; i < svc->n_workers; i++) pthread_join(svc->workers[i].th, NULL);
     for (int i = 0; i < svc->n_workers; i++) {
         strm_worker *w = &svc->workers[i];
-        /* The connections are closed (http_stop ran): their loop-side references are gone. */
+        /* The connections are closed (routes_stop ran): their loop-side references are gone. */
         while (w->incoming) {
             sess *q = w->incoming;
             w->incoming = q->wnext;

@@ -27,7 +27,7 @@ unsigned strm_upgrade(srv *s, tp_conn *c, const hp_request *req, const char **co
 /* SIGTERM: every open stream's input ends now; each gets its final result and a close frame (1001).
  * Waits until all are closed or timeout_s passes; returns the streams still open. */
 long long strm_drain(srv *s, double timeout_s);
-/* Joins the workers and frees what they hold (after http_stop: no connection is left). */
+/* Joins the workers and frees what they hold (after routes_stop: no connection is left). */
 void strm_stop(srv *s);
 /* Open streams right now. */
 long long strm_open(srv *s);

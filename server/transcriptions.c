@@ -127,25 +127,6 @@ int oai_parse_form(const mp_part *parts, int n, const char *model_name, oai_requ
     return 0;
 }
 
-json_t *oai_words_json(const rnnt_model *m, const rnnt_result *res)
-{
-    rnnt_word *w = NULL;
-    int nw = 0;
-    char err[128];
-    if (rnnt_result_words(m, res, &w, &nw, err, sizeof err)) return NULL;
-    json_t *a = json_array();
-    for (int i = 0; a && i < nw; i++) {
-        json_t *o = json_pack("{s:s, s:f, s:f, s:o}", "word", w[i].text, "start", w[i].start_s, "end", w[i].end_s, "confidence",
-                              w[i].confidence >= 0 ? json_real(w[i].confidence) : json_null());
-        if (!o || json_array_append_new(a, o)) {
-            json_decref(a);
-            a = NULL;
-        }
-    }
-    rnnt_words_free(w, nw);
-    return a;
-}
-
 /* Segments: runs of at most SEG_MAX_WORDS words, split at pauses over SEG_MAX_PAUSE_S. */
 static json_t *segments_json(const rnnt_result *res, const rnnt_word *w, int nw)
 {

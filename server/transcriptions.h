@@ -1,5 +1,5 @@
 /* transcriptions.h — the OpenAI-compatible POST /v1/audio/transcriptions (its form fields and answer
- * shapes), and the word list of the native POST /v1/transcribe answer.
+ * shapes); the word list they share with the native answer is reply.h's reply_words_json.
  *
  * Form fields (multipart/form-data, server/multipart.h):
  *   file                      exactly one, the audio (any format audio_body.h takes); required
@@ -49,8 +49,5 @@ int oai_parse_form(const mp_part *parts, int n, const char *model_name, oai_requ
 int oai_render(const oai_request *o, const rnnt_model *m, const rnnt_result *res, double duration_s, char **body, size_t *len,
                const char **content_type, srv_err *e);
 
-/* [{word, start, end, confidence}] of a result (confidence null without probabilities); NULL when out of
- * memory. */
-json_t *oai_words_json(const rnnt_model *m, const rnnt_result *res);
 
 #endif

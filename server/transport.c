@@ -831,7 +831,7 @@ static void *loop_main(void *arg)
         bury(L);
     }
     /* Stopping: whatever is left is closed. A request still suspended cannot be freed (a worker
-     * holds it); http.c waits for none to be before tp_stop. */
+     * holds it); svc_drain waits for none to be before tp_stop. */
     tp_conn *next;
     for (tp_conn *c = L->conns; c; c = next) {
         next = c->next;

@@ -1,7 +1,7 @@
 /* transport.h — the daemon's HTTP/1.1 transport: listening socket, epoll event loops, non-blocking
  * connections with keep-alive and pipelining, strict request heads and chunked bodies (http_parse.h),
  * deadlines, connection caps and suspend/resume around work done on other threads. It knows nothing
- * about routes: a tp_handlers table (http.c) is told about each request and answers it.
+ * about routes: a tp_handlers table (routes.c) is told about each request and answers it.
  *
  * A connection carries one request at a time (pipelined requests wait in its buffer). Per request:
  * on_head (a valid head) -> on_body* (decoded bytes) -> on_body_end -> the handler answers with

@@ -21,7 +21,7 @@ srcs="audio.c status.c dtype.c frontend.c model_load.c yaml_doc.c safetensors.c"
 set --
 for s in $srcs; do set -- "$@" "$root/engine/$s"; done
 # shellcheck disable=SC2086
-"$cc" $flags $(pkg-config --cflags sndfile) -I"$root/include" -I"$root/engine" "$here/fuzz_audio.c" "$@" $libs -o "$out/fuzz_audio"
+"$cc" $flags $(pkg-config --cflags sndfile) -I"$root/include" -I"$root/engine/shared" -I"$root/engine" "$here/fuzz_audio.c" "$@" $libs -o "$out/fuzz_audio"
 cp "$root"/models/en-char-small/samples/*.wav "$out/corpus/" 2>/dev/null || true
 cd "$out"
 rc=0

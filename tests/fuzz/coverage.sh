@@ -26,6 +26,6 @@ for t in "${targets[@]}"; do
   "$prof" merge -sparse "$out/$t.profraw" -o "$out/$t.profdata"
   "$cov" report "$out/fuzz_$t" -instr-profile="$out/$t.profdata" \
     "$root/engine/npy.c" "$root/engine/safetensors.c" "$root/engine/yaml_doc.c" "$root/engine/model_load.c" \
-    "$root/server/body.c" "$root/server/cfg.c" "$root/server/http.c" 2>/dev/null |
+    "$root/server/body.c" "$root/server/cfg.c" "$root/server/routes.c" 2>/dev/null |
     awk 'NR == 1 || /^-/ || ($4 != "0" && $4 != "") && $1 !~ /^TOTAL/' | grep -v "^-" || true
 done

@@ -572,7 +572,7 @@ static void test_errors(void **state)
     /* far beyond any GPU's memory: a clean NOMEM, nothing leaked, the next runner works (skipped in quick
      * mode: the sanitizers count the failed allocations as errors) */
     if (!g_quick) {
-        p.max_batch = 4096;
+        p.max_batch = RNNT_MAX_BATCH;
         p.max_frames = 10000000;
         rnnt_status st = rnnt_runner_create(m, &p, &r, err, sizeof err);
         assert_int_equal(st, RNNT_ERR_NOMEM);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "cfg.h"
+#include "rnnt.h"
 
 static const char *g_shipped; /* path of conf/rnntd.yaml, from argv */
 
@@ -282,6 +283,46 @@ static void test_restart_keys(void **st)
     assert_string_equal(which, "server.port");
 }
 
+/* The apply hooks: every hook once at start, then only the hooks whose keys changed; restart-only
+ * keys call none; every key names a hook in range; the batch-size keys share the engine's one cap. */
+static int g_calls[CFG_APPLY_COUNT];
+static long long g_seen_delay;
+static void count_limits(void *owner, const cfg *c) { (void)owner; (void)c; g_calls[CFG_APPLY_LIMITS]++; }
+static void count_sched(void *owner, const cfg *c) { (void)owner; g_calls[CFG_APPLY_SCHED]++; g_seen_delay = c->max_delay_us; }
+static void count_log(void *owner, const cfg *c) { (void)owner; (void)c; g_calls[CFG_APPLY_LOG]++; }
+
+static void test_apply_hooks(void **st)
+{
+    (void)st;
+    cfg_hooks h = {{[CFG_APPLY_LIMITS] = count_limits, [CFG_APPLY_SCHED] = count_sched, [CFG_APPLY_LOG] = count_log}};
+    cfg a, b;
+    cfg_defaults(&a);
+    b = a;
+    memset(g_calls, 0, sizeof g_calls);
+    assert_int_equal(cfg_apply(NULL, &a, &h, NULL), 3);
+    assert_int_equal(g_calls[CFG_APPLY_LIMITS] + g_calls[CFG_APPLY_SCHED] + g_calls[CFG_APPLY_LOG], 3);
+    memset(g_calls, 0, sizeof g_calls);
+    assert_int_equal(cfg_apply(&a, &b, &h, NULL), 0);
+    b.max_delay_us = 777;
+    b.max_queue = 5;
+    b.port = 1; /* restart-only: no hook */
+    assert_int_equal(cfg_apply(&a, &b, &h, NULL), 1);
+    assert_int_equal(g_calls[CFG_APPLY_SCHED], 1);
+    assert_int_equal(g_seen_delay, 777);
+    b = a;
+    b.max_json_bytes = 4096;
+    b.log_requests = 0;
+    memset(g_calls, 0, sizeof g_calls);
+    assert_int_equal(cfg_apply(&a, &b, &h, NULL), 2);
+    assert_int_equal(g_calls[CFG_APPLY_LIMITS], 1);
+    assert_int_equal(g_calls[CFG_APPLY_LOG], 1);
+    for (const cfg_key *k = cfg_keys(); k->name; k++) assert_true(k->apply >= 0 && k->apply < CFG_APPLY_COUNT);
+    assert_int_equal(cfg_find("batching.max_batch")->hi, RNNT_MAX_BATCH);
+    assert_int_equal(cfg_find("streaming.max_batch")->hi, RNNT_MAX_BATCH);
+    assert_int_equal(cfg_find("batching.max_batch")->apply, CFG_APPLY_ENGINE);
+    assert_int_equal(cfg_find("server.port")->apply, CFG_APPLY_RESTART);
+}
+
 int main(int argc, char **argv)
 {
     g_shipped = argc > 1 ? argv[1] : "conf/rnntd.yaml";
@@ -291,6 +332,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_keys),       cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_syntax_errors),  cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_flags_and_validate), cmocka_unit_test(test_restart_keys),
+        cmocka_unit_test(test_apply_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

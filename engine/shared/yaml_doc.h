@@ -28,6 +28,15 @@ rnnt_status ydoc_load(ydoc *y, const char *path, char *err, size_t errlen);
 /* The same from memory (tests); `name` stands for the file name in messages. */
 rnnt_status ydoc_load_mem(ydoc *y, const char *name, const char *text, size_t len, char *err,
                           size_t errlen);
+/* The same with flags: YDOC_EMPTY_OK (an empty file has no root: ydoc_root is NULL), YDOC_ANY_ROOT
+ * (the caller checks the root's type), YDOC_ONE_DOC (a second document after --- is an error). The
+ * daemon config (server/cfg.c) reads rnntd.yaml with all three. */
+#define YDOC_EMPTY_OK 1u
+#define YDOC_ANY_ROOT 2u
+#define YDOC_ONE_DOC 4u
+rnnt_status ydoc_load_flags(ydoc *y, const char *path, unsigned flags, char *err, size_t errlen);
+rnnt_status ydoc_load_mem_flags(ydoc *y, const char *name, const char *text, size_t len, unsigned flags, char *err,
+                                size_t errlen);
 void ydoc_free(ydoc *y);
 yaml_node_t *ydoc_root(ydoc *y);
 
