@@ -1,10 +1,13 @@
 /* backend.h — what a compute backend provides to the runner (internal). The runner validates the
  * inputs, sizes and allocates the results (tokens/frames arrays of capacity encoder_frames *
- * max_symbols), and turns tokens into text; a backend only computes. */
+ * max_symbols), and turns tokens into text; a backend only computes.
+ * Thread safety: the ops tables are constant; a backend state (one per runner) is used by one thread at
+ * a time, as its runner is; backends only read the model. */
 #ifndef RNNT_BACKEND_H
 #define RNNT_BACKEND_H
 
 #include "model.h"
+#include "status.h" /* rnnt_set_err, for every backend */
 
 struct rnnt_stream;
 
@@ -63,10 +66,6 @@ void rnnt_cpu_trim(void *state);
 extern const rnnt_backend_ops rnnt_backend_cuda;
 int rnnt_cuda_device_count(void);
 #endif
-
-/* Formats a message into err (when err != NULL) and returns s. */
-rnnt_status rnnt_set_err(char *err, size_t errlen, rnnt_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #ifdef __cplusplus
 }

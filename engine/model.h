@@ -1,8 +1,10 @@
 /* model.h — the loaded model as the backends see it (internal to the engine and kernels).
- * All weights are fp32, contiguous, in one arena owned by the model; immutable after load. */
+ * All weights are fp32, contiguous, in one arena owned by the model; immutable after load.
+ * Thread safety: read-only after rnnt_model_load, so every thread, runner and stream shares one. */
 #ifndef RNNT_MODEL_H
 #define RNNT_MODEL_H
 
+#include "multiblank.h"
 #include "rnnt.h"
 
 #ifdef __cplusplus
@@ -75,7 +77,7 @@ struct rnnt_model {
 static inline int rnnt_big_blank_duration(const struct rnnt_model *m, int k)
 {
     if (k < m->vocab || k >= m->blank) return 0;
-    return m->durations[m->blank - 1 - k];
+    return rnnt_mb_advance(k, m->vocab, m->blank, m->durations);
 }
 
 /* Frames after stacking `frames` frames by `s` (ceil, zero padded). */

@@ -1,5 +1,8 @@
 /* runner.c — the public decoding entry points: picks a backend, validates every input, sizes the
- * results, and turns tokens into text. Backends only compute. */
+ * results, and turns tokens into text. Backends only compute. Also the fault-injection table
+ * (engine/shared/fault.h).
+ * Thread safety: a runner is used by one thread at a time (rnnt.h); the fault table is parsed once
+ * (pthread_once) and armed atomically, so any thread may ask rnnt_fault_hit. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>

@@ -66,6 +66,30 @@ class JointConfig:
     activation: str = "relu"
 
 
+# The multi-blank rule (FORMAT.md stage 6), the twin of engine/multiblank.h. The joint's outputs are the
+# tokens [0, V), the big blanks, the blank (V + n); big blank i (durations[i]) is output blank - 1 - i.
+def mb_output(vocab_size, durations, i):
+    """The joint output of big blank i."""
+    return vocab_size + len(durations) - 1 - i
+
+
+def mb_advance(k, vocab_size, durations):
+    """Frames the decoder moves on after joint output k: 0 for a label (it stays on its frame until
+    max_symbols labels were emitted there), 1 for the blank, durations[i] for big blank i."""
+    if k < vocab_size:
+        return 0
+    if k == vocab_size + len(durations):
+        return 1
+    return durations[mb_output(vocab_size, durations, 0) - k]  # the i with mb_output(..., i) == k
+
+
+def mb_frames_skipped(k, t, T_enc, vocab_size, durations):
+    """What output k on frame t adds to frames_skipped: the frames of its move beyond the first that
+    exist (a big blank may jump past the last of the T_enc encoder frames)."""
+    d = mb_advance(k, vocab_size, durations)
+    return d - 1 - max(t + d - T_enc, 0) if d else 0
+
+
 @dataclass
 class ModelConfig:
     name: str
@@ -119,9 +143,7 @@ class ModelConfig:
 
     def big_blank_duration(self, k):
         """Frames skipped by joint output k when it is a big blank, else 0."""
-        if self.vocab_size <= k < self.blank:
-            return self.big_blank_durations[self.blank - 1 - k]
-        return 0
+        return mb_advance(k, self.vocab_size, self.big_blank_durations) if self.vocab_size <= k < self.blank else 0
 
 
 # Key order of FORMAT.md; the bool says whether the key may be left out, the value is then the default.

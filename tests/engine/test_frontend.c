@@ -19,9 +19,9 @@
 
 #include <cmocka.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "model.h"
-#include "npy.h"
+#include "rnnt_npy.h"
 #include "test_util.h"
 
 #define ATOL 2e-5
