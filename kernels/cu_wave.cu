@@ -6,7 +6,6 @@
 
 #include <stdint.h>
 
-#include "cu_mma.cuh"
 #include "cu_persist.h"
 
 namespace {
@@ -38,6 +37,48 @@ struct wprm {
     __half *hb; /* layer l: [2][nb][hp] at hb + l * 2 * nb * hp */
 };
 
+template <bool HARD>
+__device__ __forceinline__ float sig(float x)
+{
+    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
+}
+template <bool HARD>
+__device__ __forceinline__ float phi(float x)
+{
+    return HARD ? cu_hardtanh(x) : tanhf(x);
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void red_release_add(unsigned *p, unsigned v)
+{
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void spin_until(const unsigned *p, unsigned target)
+{
+    for (unsigned spins = 0; ld_acquire(p) < target; spins++)
+        if (spins > (1u << 27)) __trap(); /* a lost block fails loudly instead of hanging */
+}
+__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
+{
+    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ uint32_t mask2(uint32_t v, int k, int H)
+{
+    return k >= H ? 0u : (k + 1 >= H ? (v & 0xffffu) : v);
+}
+
 /* KS: k16 steps per warp of the recurrent product (K slice 16 KS); NT: n-tiles of 8 rows. */
 template <bool HARD, int KS, int NT>
 __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wprm P)
@@ -55,11 +96,31 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
     const int li = (int)(blockIdx.x / nblk), j0 = (int)(blockIdx.x % nblk) * U;
     const wlayer &L = P.L[li];
     const int T = L.T;
-    auto kch = [&](int v) { return mma_kch<KS>(w, q, v); };
+    auto kch = [&](int v) { return 8 * (w * (2 * KS) + 4 * v + q); };
 
-    /* W_hh fragments in registers (cu_mma.cuh), as cu_persist.cu */
+    /* W_hh fragments in registers, as cu_persist.cu */
     uint32_t A[2][KS][4];
-    mma_load_whh<KS>(A, L.w_hh, j0, H, hp, w, g, q);
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        const int R0 = mt * 16 + g, R1 = R0 + 8;
+        const int ja = j0 + (R0 & 7), jb = j0 + (R1 & 7);
+        const __half *ra = L.w_hh + (size_t)((R0 >> 3) * H + ja) * hp, *rb = L.w_hh + (size_t)((R1 >> 3) * H + jb) * hp;
+        const __half z = __float2half_rn(0.0f);
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            const int k = kch(s >> 1) + 4 * (s & 1);
+            __half va[4], vb[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                va[e] = ja < H && k + e < H ? ra[k + e] : z;
+                vb[e] = jb < H && k + e < H ? rb[k + e] : z;
+            }
+            A[mt][s][0] = pack2(va[0], va[1]);
+            A[mt][s][1] = pack2(vb[0], vb[1]);
+            A[mt][s][2] = pack2(va[2], va[3]);
+            A[mt][s][3] = pack2(vb[2], vb[3]);
+        }
+    }
 
     const int gr = lane >> 3, ul = lane & 7, j = j0 + ul;
     const bool jv = j < H;
