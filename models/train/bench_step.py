@@ -3,7 +3,10 @@
 plain loops or the hand-written backwards: modes `loop` (LSTM layers and loss through autograd),
 `lstmfn` (lstm_fn.HardLSTMSeq, loss through autograd), `fn` (both hand-written, eager: train.py
 --no-cuda-graphs), `graph` (fn's forward, loss and backward replayed as one CUDA graph per shape,
-graph_step.py: the default of train.py on a GPU; clipping and AdamW eager after it).
+graph_step.py: the default of train.py on a GPU; clipping and AdamW eager after it). In graph mode it
+also checks the replay against eager: the loss and gradients of another batch of the same shape
+(other features, labels and lengths), computed eagerly and by replaying the graph captured on the first
+batch, with the same weights; it prints the largest differences (printed, not asserted).
 
     python3 -m rnntd_train.bench_step [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
                                       [--reps 5] [--modes loop,lstmfn,fn] [--device cuda]
@@ -71,6 +74,40 @@ def profile_step(dev, step, shape, mode, steps=3):
           "%.0f kernel launches/step" % (shape, mode, wall, busy, 100 * busy / max(wall, 1e-9), launches), flush=True)
     sort = dkey if dev.type == "cuda" else "self_cpu_time_total"
     print(ev.table(sort_by=sort, row_limit=18, max_name_column_width=60), flush=True)
+
+
+def other_batch(dev, B, T, U, cfg, seed):
+    """A batch of the shape main() builds (B utterances, T frames, U labels), from another seed."""
+    g = torch.Generator().manual_seed(seed)
+    flen = (T * (0.7 + 0.3 * torch.rand(B, generator=g))).long().clamp(1, T)
+    flen[0] = T
+    ulen = (U * (0.5 + 0.5 * torch.rand(B, generator=g))).long().clamp(1, U)
+    ulen[0] = U
+    feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
+    labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
+    return feats, flen.to(dev), labels, ulen.to(dev), torch.ones(B, device=dev)
+
+
+def compare_replay(dev, m, compute, gstep, shape, B, T, U, cfg, seed):
+    """Loss and gradients of one new batch: eager against the replay of the graph captured on another
+    batch of the same shape (same weights: no optimiser step between). Prints the largest differences."""
+    batch = other_batch(dev, B, T, U, cfg, seed)
+    params = [p for p in m.parameters() if p.requires_grad]
+    replays = gstep.replays
+    loss_g = gstep(*batch).double()
+    replayed = gstep.replays == replays + 1
+    grads_g = [p.grad.detach().double().clone() for p in params]
+    for p in params:
+        p.grad.zero_()
+    loss_e = compute(*batch)
+    loss_e.backward()
+    loss_e = loss_e.detach().double()
+    d_grad = max(float((p.grad.double() - g).abs().max()) for p, g in zip(params, grads_g))
+    g_max = max(float(g.abs().max()) for g in grads_g)
+    print("%s graph vs eager on another batch of the shape (%s): loss %.6f vs %.6f (|diff| %.3g), "
+          "max |grad diff| %.3g (max |grad| %.3g)" % (
+              shape, "replayed" if replayed else "NOT replayed", float(loss_g), float(loss_e),
+              abs(float(loss_g - loss_e)), d_grad, g_max), flush=True)
 
 
 def main():
@@ -159,6 +196,8 @@ def main():
             t_step = timed(dev, step, a.reps)
             if gstep is not None and gstep.failed:
                 print("graph capture failed, the step ran eagerly: %s" % list(gstep.failed.values()), flush=True)
+            if gstep is not None and gstep.graphs:
+                compare_replay(dev, m, compute, gstep, shape, B, T, U, cfg, seed=2)
             if a.profile:
                 profile_step(dev, step, shape, mode)
             if gstep is None:
