@@ -12,7 +12,10 @@
  * RNNT_TEST_BACKEND=cuda runs the same checks on the CUDA backend (ctest gpu_test_stream; exit 77
  * without a device), in fp32, or in fp16 with RNNT_TEST_PRECISION=fp16 (with RNNT_CUDA_PERSIST=0, so
  * whole utterances take the per-step recurrence that streams take); the CPU-only checks (the layer
- * kernel, the argument errors, and in fp16 the overflowing model) are left out there. */
+ * kernel, the argument errors, and in fp16 the overflowing model) are left out there; two run only
+ * there: a stream bound to one CUDA runner (or encoded by a CPU runner) is refused by another, nothing
+ * changed (test_cuda_other_runner), and more live streams than the slot pool starts with
+ * (test_many_streams, also on the CPU). */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -718,6 +721,23 @@ static void test_cuda_other_runner(void **state)
         rnnt_result_clear(&after);
         rnnt_stream_free(s[i]);
     }
+    /* A stream a CPU runner has encoded frames of: its state is in host memory, a CUDA runner refuses it. */
+    rnnt_runner_params pc = rnnt_runner_default_params();
+    pc.backend = RNNT_BACKEND_CPU;
+    rnnt_runner *rc;
+    rnnt_stream *h;
+    if (rnnt_runner_create(m, &pc, &rc, err, sizeof err) || rnnt_stream_create(m, &h, err, sizeof err) ||
+        rnnt_stream_accept_features(h, a.data, half, F, 0, err, sizeof err) || rnnt_runner_advance_streams(rc, 1, &h, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    assert_true(h->enc_frames > 0);
+    if (rnnt_stream_accept_features(h, a.data + (size_t)half * F, 8, F, 0, err, sizeof err)) fail_msg("%s", err);
+    pending1 = rnnt_stream_pending_frames(h);
+    assert_int_equal(rnnt_runner_advance_streams(ra, 1, &h, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "advanced by the CPU backend"));
+    assert_int_equal(rnnt_stream_pending_frames(h), pending1);
+    assert_null(h->dev.owner);
+    rnnt_stream_free(h);
+    rnnt_runner_free(rc);
     printf("another runner: refused, nothing changed; the owner finishes '%s'\n", want.text);
     rnnt_result_clear(&before);
     rnnt_result_clear(&want);
