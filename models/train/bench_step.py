@@ -76,8 +76,9 @@ def profile_step(dev, step, shape, mode, steps=3):
     print(ev.table(sort_by=sort, row_limit=18, max_name_column_width=60), flush=True)
 
 
-def other_batch(dev, B, T, U, cfg, seed):
-    """A batch of the shape main() builds (B utterances, T frames, U labels), from another seed."""
+def make_batch(dev, B, T, U, cfg, seed):
+    """B utterances padded to T frames (lengths from [0.7 T, T], the first T) with up to U labels (the
+    first U), from seed: feats, flen, labels, ulen, weight (all 1), on dev."""
     g = torch.Generator().manual_seed(seed)
     flen = (T * (0.7 + 0.3 * torch.rand(B, generator=g))).long().clamp(1, T)
     flen[0] = T
@@ -91,7 +92,7 @@ def other_batch(dev, B, T, U, cfg, seed):
 def compare_replay(dev, m, compute, gstep, shape, B, T, U, cfg, seed):
     """Loss and gradients of one new batch: eager against the replay of the graph captured on another
     batch of the same shape (same weights: no optimiser step between). Prints the largest differences."""
-    batch = other_batch(dev, B, T, U, cfg, seed)
+    batch = make_batch(dev, B, T, U, cfg, seed)
     params = [p for p in m.parameters() if p.requires_grad]
     replays = gstep.replays
     loss_g = gstep(*batch).double()
@@ -133,27 +134,18 @@ def main():
     specaug = {"freq_masks": 2, "freq_width": 12, "time_masks": 2, "time_width": 25}
     for shape in a.shapes.split(","):
         B, T, U = (int(v) for v in shape.split("x"))
-        g = torch.Generator().manual_seed(1)
-        flen = (T * (0.7 + 0.3 * torch.rand(B, generator=g))).long().clamp(1, T)
-        flen[0] = T
-        ulen = (U * (0.5 + 0.5 * torch.rand(B, generator=g))).long().clamp(1, U)
-        ulen[0] = U
-        feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
-        labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
+        feats, flen, labels, ulen, weight = make_batch(dev, B, T, U, cfg, seed=1)
         pool = FeaturePool.of([feats[b, :int(flen[b])].half() for b in range(B)],
                               [labels[b, :int(ulen[b])].cpu() for b in range(B)], dev)
         mean = feats.mean(dim=(0, 1))
         t_prep = timed(dev, lambda: spec_augment(*pool.collate(list(range(B)))[:2], mean, random.Random(1), specaug),
                        a.reps)
-        flen, ulen = flen.to(dev), ulen.to(dev)
         for mode in a.modes.split(","):
             train_model.USE_SEQ_FN = mode in ("lstmfn", "fn", "graph")
             loss_mod.USE_LATTICE_FN = mode in ("fn", "graph")
             torch.manual_seed(0)
             m = train_model.TrainModel(cfg).to(dev).train()
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-
-            weight = torch.ones(B, device=dev)
 
             def compute(feats, flen, labels, ulen, weight):
                 logits, enc_lens = m(feats, flen, labels)

@@ -180,12 +180,13 @@ static int check_utterances(const rnnt_model *m, int n, const utt *u, const char
     return labels;
 }
 
-/* Fresh random features around the model's normalisation, lengths 0, 1 and random up to 90. */
-static float *random_utts(const rnnt_model *m, int n, utt *u, uint64_t *seed)
+/* Fresh random features around the model's normalisation, lengths 0, 1 and random up to max_T. */
+static float *random_utts_upto(const rnnt_model *m, int n, int max_T, utt *u, uint64_t *seed)
 {
-    int F = m->feature_dim, total = 0, T[64];
+    int F = m->feature_dim, total = 0, T[MAX_STREAMS];
+    assert_true(n <= MAX_STREAMS);
     for (int i = 0; i < n; i++) {
-        T[i] = i == 0 ? 0 : i == 1 ? 1 : (int)(tu_rand_next(seed) % 91);
+        T[i] = i == 0 ? 0 : i == 1 ? 1 : (int)(tu_rand_next(seed) % (uint64_t)(max_T + 1));
         total += T[i];
     }
     float *x = malloc(((size_t)total * F + 1) * sizeof(float)), *p = x;
@@ -200,6 +201,8 @@ static float *random_utts(const rnnt_model *m, int n, utt *u, uint64_t *seed)
     }
     return x;
 }
+
+static float *random_utts(const rnnt_model *m, int n, utt *u, uint64_t *seed) { return random_utts_upto(m, n, 90, u, seed); }
 
 static void test_golden_models(void **state)
 {
@@ -295,6 +298,19 @@ static rnnt_model *load_shipped(void)
     rnnt_model *m;
     if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
     return m;
+}
+
+/* A runner of the tested backend and precision taking max_batch streams. */
+static rnnt_runner *test_runner(const rnnt_model *m, int max_batch)
+{
+    char err[512];
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = g_backend;
+    p.precision = g_precision;
+    p.max_batch = max_batch;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    return r;
 }
 
 static void test_shipped_model(void **state)
@@ -676,12 +692,7 @@ static void test_cuda_other_runner(void **state)
 {
     rnnt_model *m = load_shipped();
     char err[512];
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 2;
-    rnnt_runner *ra, *rb;
-    if (rnnt_runner_create(m, &p, &ra, err, sizeof err) || rnnt_runner_create(m, &p, &rb, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *ra = test_runner(m, 2), *rb = test_runner(m, 2);
     rnnt_npy a;
     char path[4400];
     snprintf(path, sizeof path, "%s/../../models/en-char-small/samples/01-flite-kal16.npy", tu_data_dir());
@@ -748,38 +759,19 @@ static void test_cuda_other_runner(void **state)
 }
 
 /* More live streams than the CUDA slot pool starts with (64): it grows while streams are bound, copying
- * the live records. 80 streams of random features (lengths 0..120, every chunking), all created
+ * the live records. 80 streams of random features (lengths 0, 1, then up to 120; every chunking), all created
  * first and advanced together in batches of 16, must equal the whole-utterance decodes. */
 static void test_many_streams(void **state)
 {
     rnnt_model *m = load_shipped();
     char err[512];
     enum { N = 80 };
-    const int F = m->feature_dim;
     uint64_t seed = g_seed ^ 0x6a09e667u;
     utt u[N];
-    int total = 0, T[N], how[N];
-    for (int i = 0; i < N; i++) {
-        T[i] = i == 0 ? 0 : (int)(tu_rand_next(&seed) % 121);
-        total += T[i];
-        how[i] = chunkings[i % N_CHUNKINGS];
-    }
-    float *x = malloc(((size_t)total * F + 1) * sizeof(float)), *q = x;
-    for (int i = 0; i < N; i++) {
-        for (size_t j = 0; j < (size_t)T[i] * F; j++) {
-            int f = (int)(j % (size_t)F);
-            float v = 1.7f * tu_randu(&seed);
-            q[j] = m->fe_mean ? m->fe_mean[f] + m->fe_std[f] * v : v;
-        }
-        u[i] = (utt){q, T[i]};
-        q += (size_t)T[i] * F;
-    }
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 16;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    int how[N];
+    for (int i = 0; i < N; i++) how[i] = chunkings[i % N_CHUNKINGS];
+    float *x = random_utts_upto(m, N, 120, u, &seed);
+    rnnt_runner *r = test_runner(m, 16);
     rnnt_result want[N];
     int labels = 0;
     for (int i = 0; i < N; i++) {
