@@ -274,34 +274,7 @@ __global__ void k_joint_prob(int J, int n_out, const float *__restrict__ fproj, 
 __global__ void __launch_bounds__(kScanThreads) k_stream_update(int nb, cu_dec_rule rule, cu_dec_state st,
                                                                 const float *__restrict__ pk, float *__restrict__ probs)
 {
-    typedef cub::BlockScan<int, kScanThreads> scan_t;
-    __shared__ typename scan_t::TempStorage tmp;
-    __shared__ int overrun;
-    int iter = st.counts[2] + 1;
-    if (threadIdx.x == 0) overrun = iter > rule.max_iters;
-    __syncthreads();
-    int base = 0, active = 0;
-    for (int b0 = 0; b0 < nb; b0 += kScanThreads) {
-        int b = b0 + threadIdx.x;
-        int emits = 0, live = 0;
-        if (b < nb && !st.done[b]) {
-            int n0 = st.n_tok[b];
-            dec_rule_slot(rule, st, b, overrun, &emits, &live);
-            if (st.n_tok[b] > n0 && n0 < st.cap) probs[(size_t)b * st.cap + n0] = pk[b];
-        }
-        int pos, total;
-        scan_t(tmp).ExclusiveSum(emits, pos, total);
-        if (emits) st.emit[base + pos] = b;
-        base += total;
-        active += __syncthreads_count(live);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        st.counts[0] = base;
-        st.counts[1] = active;
-        st.counts[2] = iter;
-        if (overrun) st.counts[3] = 1;
-    }
+    dec_update_block<kScanThreads>(nb, rule, st, pk, probs);
 }
 
 /* Row b's results: [n_tok, steps, skipped, status, t, 0, 0, 0, tokens[cap], frames[cap], probs[cap]]. */
