@@ -1,4 +1,4 @@
-/* audio.c — encoded audio to mono float samples at the model's rate (audio.h): libsndfile from memory
+/* audio.c — encoded audio to mono float samples at the model's rate (rnnt_audio.h): libsndfile from memory
  * through its virtual I/O, libsoxr for the rate. Hostile bodies meet the caps before any large
  * allocation: the header's duration, channels and rate are checked first, and the decoded length is
  * checked block by block for streams whose header does not state it (MP3, Ogg) or states too little. */
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
-#include "backend.h"
+#include "rnnt_audio.h"
+#include "status.h"
 
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define DEFAULT_MAX_SECONDS 3600.0

@@ -1,10 +1,13 @@
 /* backend.h — what a compute backend provides to the runner (internal). The runner validates the
  * inputs, sizes and allocates the results (tokens/frames arrays of capacity encoder_frames *
- * max_symbols), and turns tokens into text; a backend only computes. */
+ * max_symbols), and turns tokens into text; a backend only computes.
+ * Thread safety: the ops tables are constant; a backend state (one per runner) is used by one thread at
+ * a time, as its runner is; backends only read the model. */
 #ifndef RNNT_BACKEND_H
 #define RNNT_BACKEND_H
 
 #include "model.h"
+#include "status.h" /* rnnt_set_err, for every backend */
 
 struct rnnt_stream;
 
@@ -51,6 +54,11 @@ void rnnt_frontend_get_tables(const rnnt_frontend *fe, rnnt_frontend_tables *t);
 /* The model, backend and backend state behind a runner (runner.c), for the stream calls (stream.c). */
 void rnnt_runner_backend(const rnnt_runner *r, const struct rnnt_model **m, const rnnt_backend_ops **ops, void **state);
 
+/* normalize: per_feature (feature_norm.c): x [T, F] -> *out [T1·k, F] (malloc'd, the caller frees),
+ * normalised per stacked column; *out = NULL for T = 0. */
+rnnt_status rnnt_feature_norm_per_feature(const struct rnnt_model *m, const float *x, int T, float **out, int *out_frames, char *err,
+                                          size_t errlen);
+
 extern const rnnt_backend_ops rnnt_backend_cpu;
 /* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
 void rnnt_cpu_trim(void *state);
@@ -58,10 +66,6 @@ void rnnt_cpu_trim(void *state);
 extern const rnnt_backend_ops rnnt_backend_cuda;
 int rnnt_cuda_device_count(void);
 #endif
-
-/* Formats a message into err (when err != NULL) and returns s. */
-rnnt_status rnnt_set_err(char *err, size_t errlen, rnnt_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #ifdef __cplusplus
 }

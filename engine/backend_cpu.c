@@ -1,13 +1,21 @@
-/* backend_cpu.c — the CPU backend, in two stages that whole utterances and streams share:
- *   encoder  whole utterances: rnnt_cpu_encode_batch (cpu_ops.c); a chunk of each stream:
- *            cpu_encode_chunk, which carries each layer's state and the frame/time-stacking
- *            remainders between calls; both run every layer through rnnt_cpu_lstm_layer_batch;
- *   decoder  cpu_decode_frames: greedy multi-blank decoding (FORMAT.md, stage 6) of every utterance
- *            over the encoder frames that exist, from its rnnt_dec_state (stream.h). Each step
- *            evaluates the joint for every utterance still inside its frames and advances the
- *            predictor only for those that emitted a label, just before their next evaluation.
- * Every product whose rows are frames or utterances runs through the row kernel (cpu_rows.c), so an
- * utterance's tokens depend neither on its batch nor on how its input was split into chunks. */
+/* backend_cpu.c — the CPU backend (rnnt_backend_ops, backend.h), in the stages of the CUDA backend
+ * (kernels/cu_encoder.h, cu_decoder.h), shared by whole utterances and streams:
+ *   workspace  whole_setup (whole utterances) / chunk_plan + chunk_layout (streams): one buffer that
+ *              grows to the largest batch seen, carved per utterance; decoder states wired to results;
+ *   encoder    whole utterances: rnnt_cpu_encode_batch (cpu_ops.c); a chunk of each stream:
+ *              cpu_encode_chunk, which carries each layer's state and the frame/time-stacking
+ *              remainders between calls; both run every layer through rnnt_cpu_lstm_layer_batch; then
+ *              the joint's encoder projection of every frame;
+ *   decoder    cpu_decode_frames: greedy multi-blank decoding (FORMAT.md, stage 6) of every utterance
+ *              over the encoder frames that exist, from its rnnt_dec_state (stream.h). Each step
+ *              advances the predictor of the utterances that emitted a label (dec_pred_step), evaluates
+ *              the joint with argmax for every utterance still inside its frames, and applies the rule
+ *              (dec_rule, multiblank.h);
+ *   results    counts and frames_skipped into each rnnt_result (the runner makes the text).
+ * Every product whose rows are frames or utterances runs through the row kernel (cpu_rows.h), so an
+ * utterance's tokens depend neither on its batch nor on how its input was split into chunks.
+ * Thread safety: a backend state (one per runner) is used by one thread at a time; the model is only
+ * read, so runners on many threads share it. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -113,16 +121,90 @@ static size_t dec_layout(const struct rnnt_model *m, int n, float *base, float *
     return off;
 }
 
+/* The predictor step of the utterances that emitted a label (or start), rows upd[0..n_upd): gather
+ * their embedding rows and states, step every layer, scatter the states back, then the joint's
+ * predictor projection of their new output into d->gp; their label is consumed (-1). The CUDA twin is
+ * cu_pred_layer + cu_pred_proj. */
+static void dec_pred_step(const struct rnnt_model *m, int n, rnnt_dec_state *const *d, const int *upd, int n_upd, float *x_rows,
+                          size_t XA, float *h_rows, float *c_rows, float *gp_rows, float *scratch, double *t_pred,
+                          double *t_joint)
+{
+    const int J = m->joint_dim, E = m->embed_dim;
+    const size_t HpA = rnnt_dec_pred_stride(m);
+    double tp = now_s();
+    for (int r = 0; r < n_upd; r++)
+        memcpy(x_rows + (size_t)r * XA, m->embedding + (size_t)d[upd[r]]->label * E, sizeof(float) * E);
+    const float *x = x_rows;
+    int ldx = (int)XA;
+    for (int l = 0; l < m->n_pred; l++) {
+        const rnnt_lstm_layer *L = &m->pred[l];
+        int H = L->hidden;
+        float *hr = h_rows + (size_t)l * n * HpA, *cr = c_rows + (size_t)l * n * HpA;
+        for (int r = 0; r < n_upd; r++) {
+            memcpy(hr + (size_t)r * H, d[upd[r]]->pred_h + (size_t)l * HpA, sizeof(float) * H);
+            memcpy(cr + (size_t)r * H, d[upd[r]]->pred_c + (size_t)l * HpA, sizeof(float) * H);
+        }
+        /* The step reads x with stride ldx and h/c compact with stride H. */
+        rnnt_cpu_lstm_step(L, m->act, n_upd, x, ldx, hr, cr, scratch);
+        for (int r = 0; r < n_upd; r++) {
+            memcpy(d[upd[r]]->pred_h + (size_t)l * HpA, hr + (size_t)r * H, sizeof(float) * H);
+            memcpy(d[upd[r]]->pred_c + (size_t)l * HpA, cr + (size_t)r * H, sizeof(float) * H);
+        }
+        x = hr;
+        ldx = H;
+    }
+    double tj = now_s();
+    *t_pred += tj - tp;
+    rnnt_cpu_joint_pred_proj(m, n_upd, x, gp_rows);
+    for (int r = 0; r < n_upd; r++) {
+        memcpy(d[upd[r]]->gp, gp_rows + (size_t)r * J, sizeof(float) * J);
+        d[upd[r]]->label = -1;
+    }
+    *t_joint += now_s() - tj;
+}
+
+/* The greedy multi-blank rule (FORMAT.md stage 6; multiblank.h) for one utterance after a joint
+ * evaluation chose output k (< 0: non-finite) with probability pk: emit a label and stay (up to
+ * max_symbols per frame), or move on by the blank's or a big blank's frames. The CUDA twin is
+ * dec_rule_slot (kernels/cu_device.cuh). */
+static void dec_rule(const struct rnnt_model *m, rnnt_dec_state *ds, int k, float pk)
+{
+    ds->steps++;
+    if (k < 0) {
+        ds->status = RNNT_ERR_NUMERIC;
+        return;
+    }
+    int dur = rnnt_mb_advance(k, m->vocab, m->blank, m->durations);
+    if (dur == 0) { /* a label */
+        ds->tokens[ds->n_tokens] = k;
+        ds->frames[ds->n_tokens] = ds->t;
+        if (ds->probs) ds->probs[ds->n_tokens] = pk;
+        ds->n_tokens++;
+        ds->label = k;
+        if (++ds->here == m->max_symbols) {
+            ds->t++;
+            ds->here = 0;
+        }
+        return;
+    }
+    /* The part of a skip past the frames that exist is taken off once T_enc is final
+     * (rnnt_dec_frames_skipped): a stream does not know it yet. */
+    ds->skipped += dur - 1;
+    ds->t += dur;
+    ds->here = 0;
+}
+
 /* Decode n utterances over the encoder frames that exist: utterance b's frames [base[b], avail[b])
  * have their joint encoder projections at fp[b] (frame t at fp[b] + (t - base[b]) * J). Runs until
  * every utterance stands at or past avail[b] or has failed; d[b]->tokens must have room for
- * (avail[b] - d[b]->t) * max_symbols more labels. */
+ * (avail[b] - d[b]->t) * max_symbols more labels. Each step: the predictor of the utterances that
+ * emitted (dec_pred_step), one joint evaluation with argmax for every utterance still inside its
+ * frames (rnnt_cpu_joint_argmax_prob), the rule (dec_rule): cu_decoder's loop body, on the host. */
 static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const *d, const float *const *fp, const int *base,
                                      const int *avail, double *t_pred, double *t_joint, char *err, size_t errlen)
 {
     const struct rnnt_model *m = s->m;
-    const int J = m->joint_dim, E = m->embed_dim;
-    const size_t HpA = rnnt_dec_pred_stride(m);
+    const int J = m->joint_dim;
     float *x_rows, *h_rows, *c_rows, *gp_rows, *scratch;
     size_t XA;
     if (!grow(&s->dws, &s->dws_cap, dec_layout(m, n, NULL, NULL, NULL, NULL, NULL, NULL, NULL)))
@@ -139,41 +221,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
                 if (d[b]->label >= 0) upd[n_upd++] = b;
             }
         if (!n_act) break;
-        /* Advance the predictor of the utterances that emitted a label (or start): gather, step every
-         * layer, scatter. */
-        if (n_upd) {
-            double tp = now_s();
-            for (int r = 0; r < n_upd; r++)
-                memcpy(x_rows + (size_t)r * XA, m->embedding + (size_t)d[upd[r]]->label * E, sizeof(float) * E);
-            const float *x = x_rows;
-            int ldx = (int)XA;
-            for (int l = 0; l < m->n_pred; l++) {
-                const rnnt_lstm_layer *L = &m->pred[l];
-                int H = L->hidden;
-                float *hr = h_rows + (size_t)l * n * HpA, *cr = c_rows + (size_t)l * n * HpA;
-                for (int r = 0; r < n_upd; r++) {
-                    memcpy(hr + (size_t)r * H, d[upd[r]]->pred_h + (size_t)l * HpA, sizeof(float) * H);
-                    memcpy(cr + (size_t)r * H, d[upd[r]]->pred_c + (size_t)l * HpA, sizeof(float) * H);
-                }
-                /* The step reads x with stride ldx and h/c compact with stride H. */
-                rnnt_cpu_lstm_step(L, m->act, n_upd, x, ldx, hr, cr, scratch);
-                for (int r = 0; r < n_upd; r++) {
-                    memcpy(d[upd[r]]->pred_h + (size_t)l * HpA, hr + (size_t)r * H, sizeof(float) * H);
-                    memcpy(d[upd[r]]->pred_c + (size_t)l * HpA, cr + (size_t)r * H, sizeof(float) * H);
-                }
-                x = hr;
-                ldx = H;
-            }
-            double tj = now_s();
-            *t_pred += tj - tp;
-            rnnt_cpu_joint_pred_proj(m, n_upd, x, gp_rows);
-            for (int r = 0; r < n_upd; r++) {
-                memcpy(d[upd[r]]->gp, gp_rows + (size_t)r * J, sizeof(float) * J);
-                d[upd[r]]->label = -1;
-            }
-            *t_joint += now_s() - tj;
-        }
-        /* One joint evaluation for every utterance still inside its frames. */
+        if (n_upd) dec_pred_step(m, n, d, upd, n_upd, x_rows, XA, h_rows, c_rows, gp_rows, scratch, t_pred, t_joint);
         for (int i = 0; i < n_act; i++) {
             int b = act[i];
             frow[i] = fp[b] + (size_t)(d[b]->t - base[b]) * J;
@@ -182,62 +230,34 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
         double tj = now_s();
         rnnt_cpu_joint_argmax_prob(m, n_act, frow, gp_of, k, pk, scratch);
         *t_joint += now_s() - tj;
-        for (int i = 0; i < n_act; i++) {
-            rnnt_dec_state *ds = d[act[i]];
-            int kb = k[i];
-            ds->steps++;
-            if (kb < 0) {
-                ds->status = RNNT_ERR_NUMERIC;
-                continue;
-            }
-            if (kb < m->vocab) {
-                ds->tokens[ds->n_tokens] = kb;
-                ds->frames[ds->n_tokens] = ds->t;
-                if (ds->probs) ds->probs[ds->n_tokens] = pk[i];
-                ds->n_tokens++;
-                ds->label = kb;
-                if (++ds->here == m->max_symbols) {
-                    ds->t++;
-                    ds->here = 0;
-                }
-            } else {
-                int dur = kb == m->blank ? 1 : rnnt_big_blank_duration(m, kb);
-                ds->skipped += dur - 1;
-                ds->t += dur;
-                ds->here = 0;
-            }
-        }
+        for (int i = 0; i < n_act; i++) dec_rule(m, d[act[i]], k[i], pk[i]);
     }
     return RNNT_OK;
 }
 
-/* ---- whole utterances ------------------------------------------------------------------------ */
+/* ---- whole utterances: workspace, encoder, decoder start, decoding, results ------------------- */
 
-static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err, size_t errlen)
+/* The whole-utterance workspace: the encoder's scratch, then per utterance its encoder output f[b]
+ * ([T_b, He]) and joint projection fp[b] ([T_b, J]), then the decoder states (zeroed), wired into
+ * dec[b] / d[b] with the results' token arrays (cu_dec_init's twin). */
+static rnnt_status whole_setup(cpu_state *s, int n, const rnnt_input *in, rnnt_result *out, const int *T, float **scratch, float **f,
+                               float **fp, rnnt_dec_state *dec, rnnt_dec_state **d, char *err, size_t errlen)
 {
-    cpu_state *s = state;
     const struct rnnt_model *m = s->m;
     const int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
     const size_t HpA = rnnt_dec_pred_stride(m);
-    double t0 = now_s(), t_enc = 0, t_pred = 0, t_joint = 0;
-    if (n < 1) return RNNT_OK; /* the runner never asks for that; tells the compiler the arrays below get filled */
-
-    /* Workspace: encoder scratch | per utterance f, fp | predictor state h, c per layer, gp. */
-    int frames[n], T[n], base[n];
+    int frames[n];
     size_t enc_floats = 0;
     for (int b = 0; b < n; b++) {
         frames[b] = in[b].frames;
-        T[b] = rnnt_model_encoder_frames(m, in[b].frames);
-        base[b] = 0;
         enc_floats += align16((size_t)T[b] * He) + align16((size_t)T[b] * J);
     }
     size_t scratch_floats = rnnt_cpu_encoder_scratch_batch(m, n, frames);
     size_t state_floats = (size_t)n * (2 * (size_t)m->n_pred * HpA + align16((size_t)J));
     float *ws = grow(&s->ws, &s->ws_cap, scratch_floats + enc_floats + state_floats);
     if (!ws) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "cannot allocate the CPU workspace for %d utterances", n);
-    float *scratch = ws, *p = ws + scratch_floats;
-    float *f[n];
-    const float *fp[n];
+    float *p = ws + scratch_floats;
+    *scratch = ws;
     for (int b = 0; b < n; b++) {
         f[b] = p;
         p += align16((size_t)T[b] * He);
@@ -245,7 +265,6 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
         p += align16((size_t)T[b] * J);
     }
     memset(p, 0, sizeof(float) * state_floats);
-    rnnt_dec_state dec[n], *d[n];
     for (int b = 0; b < n; b++) {
         dec[b] = (rnnt_dec_state){.label = m->vocab, .status = RNNT_OK, .tokens = out[b].tokens, .frames = out[b].frames,
                                    .probs = out[b].probs};
@@ -257,16 +276,33 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
         p += align16((size_t)J);
         d[b] = &dec[b];
     }
+    return RNNT_OK;
+}
 
-    /* 1. Encoder, then the joint's encoder projection of every frame. */
+static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err, size_t errlen)
+{
+    cpu_state *s = state;
+    const struct rnnt_model *m = s->m;
+    double t0 = now_s(), t_pred = 0, t_joint = 0;
+    if (n < 1) return RNNT_OK; /* the runner never asks for that; tells the compiler the arrays below get filled */
+    int T[n], base[n];
+    for (int b = 0; b < n; b++) {
+        T[b] = rnnt_model_encoder_frames(m, in[b].frames);
+        base[b] = 0;
+    }
+    float *scratch = NULL, *f[n], *fp[n];
+    rnnt_dec_state dec[n], *d[n];
+    rnnt_status st = whole_setup(s, n, in, out, T, &scratch, f, fp, dec, d, err, errlen);
+    if (st) return st;
+
+    /* 1. Encoder (cu_encoder_run), then the joint's encoder projection of every frame (cu_encoder_joint_proj). */
     rnnt_cpu_encode_batch(m, n, in, f, scratch, NULL, NULL);
     double t1 = now_s();
-    t_enc = t1 - t0;
-    for (int b = 0; b < n; b++) rnnt_cpu_joint_enc_proj(m, T[b], f[b], (float *)fp[b]);
+    for (int b = 0; b < n; b++) rnnt_cpu_joint_enc_proj(m, T[b], f[b], fp[b]);
     t_joint += now_s() - t1;
 
-    /* 2. Decoding over all frames. */
-    rnnt_status st = cpu_decode_frames(s, n, d, fp, base, T, &t_pred, &t_joint, err, errlen);
+    /* 2. Decoding over all frames (cu_decoder_run), then the results (cu_dec_pack). */
+    st = cpu_decode_frames(s, n, d, (const float *const *)fp, base, T, &t_pred, &t_joint, err, errlen);
     if (st) return st;
     for (int b = 0; b < n; b++) {
         out[b].status = dec[b].status;
@@ -276,11 +312,11 @@ static rnnt_status cpu_decode(void *state, int n, const rnnt_input *in, rnnt_res
         out[b].decode_steps = dec[b].steps;
     }
     if (timing) {
-        timing->encoder_s = t_enc;
+        timing->encoder_s = t1 - t0;
         timing->predictor_s = t_pred;
         timing->joint_s = t_joint;
         timing->total_s = now_s() - t0;
-        timing->decode_s = timing->total_s - t_enc - t_pred - t_joint;
+        timing->decode_s = timing->total_s - timing->encoder_s - t_pred - t_joint;
     }
     return RNNT_OK;
 }

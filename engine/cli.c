@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
-#include "npy.h"
+#include "rnnt_audio.h"
+#include "rnnt_npy.h"
 #include "rnnt.h"
-#include "words.h"
+#include "rnnt_words.h"
 
 typedef enum { FMT_TEXT, FMT_JSON, FMT_SRT, FMT_VTT } out_format;
 

@@ -1,5 +1,7 @@
 /* cpu_ops.h — fp32 CPU compute primitives (internal): the CPU backend is built from them, and every
  * GPU kernel is checked against its twin here. Row-major everywhere.
+ * Thread safety: no state of their own; each writes only the outputs and scratch it is given, so any
+ * number of threads may call them on disjoint buffers.
  *
  * Batch invariance: OpenBLAS may pick a different kernel (and so a different summation order) for
  * different matrix shapes. Every product whose rows are utterances of a batch therefore runs through
@@ -12,6 +14,7 @@
 #ifndef RNNT_CPU_OPS_H
 #define RNNT_CPU_OPS_H
 
+#include "cpu_rows.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -31,10 +34,7 @@ float rnnt_sigmoidf(float x);
 /* C[M,N] = A[M,K] · B[N,K]^T + beta·C, through cblas_sgemm, for any M (one-utterance shapes). */
 void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                       float beta, float *C, int ldc);
-/* The same for rows that belong to different utterances: every C[r, n] is computed from row r of A and
- * row n of B alone, in a fixed order (cpu_rows.c), whatever M is. */
-void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                           float beta, float *C, int ldc);
+/* The same for rows that belong to different utterances: rnnt_cpu_gemm_nt_rows, cpu_rows.h. */
 
 /* LSTM cell update for M rows: pre [M, 4H] holds the gate pre-activations (both biases included), gates
  * i f g o; h, c [M, H] are updated in place. */

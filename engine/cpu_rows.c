@@ -1,4 +1,4 @@
-/* cpu_rows.c — C = A·Bᵀ + beta·C for rows that belong to different utterances (see cpu_ops.h).
+/* cpu_rows.c — C = A·Bᵀ + beta·C for rows that belong to different utterances (see cpu_rows.h).
  *
  * Every output is one fixed expression of its own row of A and its row of B: a dot product in 8 lanes
  * (lane l sums the products k ≡ l mod 8; the last K mod 8 products go to lanes 0.. as one zero-padded
@@ -7,7 +7,9 @@
  * of 4 rows, the 1-3 rows left over, the AVX2 and the baseline clone all give the same bits for a
  * row, whatever else is in the batch. (Before, OpenBLAS did this on padded chunks of 8 rows; it repacked the weights every call,
  * which cost more than the arithmetic at small batches.) */
-#include "cpu_ops.h"
+#include <stddef.h>
+
+#include "cpu_rows.h"
 
 #define LANES 8
 #define ROWS 4
@@ -81,10 +83,12 @@ static inline __attribute__((always_inline)) void rows_block(const int R, int N,
  * block of rows passes over it), so B comes from memory once per call, not once per block of rows. */
 #define COL_TILE 64
 
+/* The clones and their resolver are static: GCC exports a non-static target_clones function's ifunc
+ * whatever -fvisibility says, and librnnt exports only the public API. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+static void gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     for (int n0 = 0; n0 < N; n0 += COL_TILE) {
         const int nt = N - n0 < COL_TILE ? N - n0 : COL_TILE;
@@ -100,4 +104,9 @@ void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const f
         default: break;
         }
     }
+}
+
+void rnnt_cpu_gemm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    gemm_nt_rows(M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

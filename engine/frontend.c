@@ -7,6 +7,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,7 +155,6 @@ rnnt_status rnnt_frontend_create(const rnnt_model *m, rnnt_frontend **out, char 
 {
     *out = NULL;
     const rnnt_frontend_cfg *c = &m->fe;
-    if (c->center) return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "frontend.center: true is not supported (the loader should have refused it)");
 #ifdef RNNT_FFT_KISSFFT
     if (c->n_fft % 2)
         return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "frontend.n_fft: %d is odd; this engine's FFT (KissFFT real) needs an even size", c->n_fft);
@@ -240,10 +240,25 @@ void rnnt_frontend_get_tables(const rnnt_frontend *fe, rnnt_frontend_tables *t)
 int rnnt_frontend_sample_rate(const rnnt_frontend *fe) { return fe->cfg.sample_rate; }
 int rnnt_frontend_fft_size(const rnnt_frontend *fe) { return fe->cfg.n_fft; }
 
+/* Frames of a whole utterance of n samples (FORMAT.md, frontend.center and frontend.length). */
 long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n)
 {
-    return n < fe->cfg.win_length ? 0 : 1 + (n - fe->cfg.win_length) / fe->cfg.hop_length;
+    const rnnt_frontend_cfg *c = &fe->cfg;
+    long long frames;
+    if (!c->center) frames = n < c->win_length ? 0 : 1 + (n - c->win_length) / c->hop_length;
+    else if (n == 0 || (c->pad_reflect && n <= c->n_fft / 2)) frames = 0; /* torch cannot reflect-pad more than n - 1 samples */
+    else frames = 1 + (n + 2LL * (c->n_fft / 2) - c->n_fft) / c->hop_length;
+    if (c->length_hop_ceil) {
+        /* Jasper/MLPerf: ceil(n / hop) frames, then ceil(. / k) stacked frames; a stacked frame past
+         * that holds only the one extra frame centring makes, so dropping that frame is the same */
+        long long k = c->stacking > 0 ? c->stacking : 1, keep = ((n + c->hop_length - 1) / c->hop_length + k - 1) / k * k;
+        if (frames > keep) frames = keep;
+    }
+    return frames;
 }
+
+/* A frontend whose frames depend on the end of the utterance (centring pads it at both ends). */
+static int needs_whole(const rnnt_frontend_cfg *c) { return c->center || c->length_hop_ceil; }
 
 /* ---- streams ------------------------------------------------------------------------------- */
 
@@ -343,13 +358,18 @@ static void frame_features(rnnt_frontend_stream *s, float *out)
             s->spec[k] = fe->power == 1.0f ? a : powf(a, fe->power);
         }
     }
+    if (c->spectrum_offset != 0.0) {
+        /* Jasper/MLPerf's "deterministic dithering": dither^2 added to the power spectrum */
+        const float off = (float)c->spectrum_offset;
+        for (int k = 0; k < nb; k++) s->spec[k] += off;
+    }
     for (int m = 0; m < c->n_mels; m++) {
         const float *w = fe->mel_w + fe->mel_off[m];
         const float *p = s->spec + fe->mel_lo[m];
         double acc = 0.0;
         for (int k = 0, e = fe->mel_hi[m] - fe->mel_lo[m]; k < e; k++) acc += (double)w[k] * p[k];
         float mel = (float)acc;
-        out[m] = logf(mel > fe->log_floor ? mel : fe->log_floor);
+        out[m] = c->log_add ? logf(mel + fe->log_floor) : logf(mel > fe->log_floor ? mel : fe->log_floor);
     }
 }
 
@@ -359,6 +379,9 @@ static rnnt_status feed(rnnt_frontend_stream *s, const float *xf, const int16_t 
 {
     const rnnt_frontend_cfg *c = &s->fe->cfg;
     *n_frames = 0;
+    if (needs_whole(c))
+        return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED,
+                            "frontend: this model's frames (center: true or length: hop_ceil) need the whole utterance; use rnnt_frontend_compute_f32");
     long long want = rnnt_frontend_stream_frames_after(s, n);
     if (want > max_frames || want > INT_MAX)
         return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "frontend: %zu samples complete %lld frames, more than %lld", n, want, max_frames);
@@ -407,6 +430,42 @@ rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, si
     return feed(s, NULL, x, n, out, max_frames, n_frames, err, errlen);
 }
 
+/* A whole utterance with centring (torch.stft center=True): pre-emphasis (and dither) over the
+ * signal as feed() does, then n_fft/2 samples of padding at each end (the reflection without the edge
+ * sample, or zeros); frame i is the win_length samples at i*hop + (n_fft - win)/2 of the padded
+ * signal (torch centres a shorter window in the FFT; where it sits in the FFT does not change |X|). */
+static rnnt_status compute_whole(rnnt_frontend_stream *s, const float *x, size_t n, float *out, int want, int *n_frames, char *err,
+                                 size_t errlen)
+{
+    const rnnt_frontend_cfg *c = &s->fe->cfg;
+    *n_frames = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "frontend: sample %zu is not finite", i);
+    size_t P = c->center ? (size_t)(c->n_fft / 2) : 0, off = c->center ? (size_t)((c->n_fft - c->win_length) / 2) : 0;
+    float *z = calloc(n + 2 * P, sizeof(float));
+    if (!z) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "frontend: out of memory for %zu samples", n);
+    const float a = s->fe->preemph, dither = (float)c->dither;
+    float *y = z + P;
+    for (size_t i = 0; i < n; i++) {
+        float v = (a != 0.0f && i > 0) ? x[i] - a * x[i - 1] : x[i];
+        if (dither != 0.0f) v += dither * dither_noise(s->seed, i);
+        y[i] = v;
+    }
+    if (c->center && c->pad_reflect && n > P)
+        for (size_t j = 1; j <= P; j++) {
+            y[-(ptrdiff_t)j] = y[j];
+            y[n - 1 + j] = y[n - 1 - j];
+        }
+    int L = c->win_length, nm = c->n_mels;
+    for (int i = 0; i < want; i++) {
+        memcpy(s->buf, z + (size_t)i * (size_t)c->hop_length + off, sizeof(float) * (size_t)L);
+        frame_features(s, out + (size_t)i * nm);
+    }
+    free(z);
+    *n_frames = want;
+    return RNNT_OK;
+}
+
 rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats, int *frames,
                                       char *err, size_t errlen)
 {
@@ -426,7 +485,8 @@ rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, s
     rnnt_frontend_stream *s;
     rnnt_status st = rnnt_frontend_stream_create(fe, 0, &s, err, errlen);
     if (st) { free(out); return st; }
-    st = rnnt_frontend_feed_f32(s, x, n, out, want, frames, err, errlen);
+    st = needs_whole(&fe->cfg) ? compute_whole(s, x, n, out, (int)want, frames, err, errlen)
+                               : rnnt_frontend_feed_f32(s, x, n, out, want, frames, err, errlen);
     rnnt_frontend_stream_free(s);
     if (st) { free(out); *frames = 0; return st; }
     *feats = out;

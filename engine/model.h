@@ -1,8 +1,10 @@
 /* model.h — the loaded model as the backends see it (internal to the engine and kernels).
- * All weights are fp32, contiguous, in one arena owned by the model; immutable after load. */
+ * All weights are fp32, contiguous, in one arena owned by the model; immutable after load.
+ * Thread safety: read-only after rnnt_model_load, so every thread, runner and stream shares one. */
 #ifndef RNNT_MODEL_H
 #define RNNT_MODEL_H
 
+#include "multiblank.h"
 #include "rnnt.h"
 
 #ifdef __cplusplus
@@ -20,12 +22,27 @@ typedef struct {
     const float *bias; /* [4H] = b_ih + b_hh, folded at load */
 } rnnt_lstm_layer;
 
+/* frontend.normalize */
+enum { RNNT_NORM_NONE = 0, RNNT_NORM_GLOBAL = 1, RNNT_NORM_PER_FEATURE = 2, RNNT_NORM_PER_FEATURE_STACKED = 3 };
+
 typedef struct {
     int sample_rate, win_length, hop_length, n_fft, n_mels, center;
     double preemphasis, dither, power, f_min, f_max, log_floor;
     char window[16], mel_scale[16], mel_norm[16];
-    int normalize; /* 1 = global mean/std */
+    int normalize;        /* RNNT_NORM_*: global mean/std; per utterance over frames, or over stacked frames */
+    int pad_reflect;      /* center: pad with the signal's reflection (1) or zeros (0) */
+    int log_add;          /* log guard: ln(mel + log_floor) (1) or ln(max(mel, log_floor)) (0) */
+    double spectrum_offset; /* added to |X|^power before the filterbank */
+    int length_hop_ceil;  /* length: hop_ceil (the Jasper/MLPerf frame count rule) */
+    int stacking;         /* the model's frame_stacking (hop_ceil counts stacked frames) */
 } rnnt_frontend_cfg;
+
+/* True when only the CPU frontend computes this model's features (options cu_frontend.cu lacks) or
+ * when a decode needs the whole utterance's features before the first frame (per-utterance statistics). */
+static inline int rnnt_frontend_cfg_cpu_only(const rnnt_frontend_cfg *c)
+{
+    return c->center || c->log_add || c->spectrum_offset != 0.0 || c->length_hop_ceil || c->normalize >= RNNT_NORM_PER_FEATURE;
+}
 
 struct rnnt_model {
     rnnt_model_info info;
@@ -60,7 +77,7 @@ struct rnnt_model {
 static inline int rnnt_big_blank_duration(const struct rnnt_model *m, int k)
 {
     if (k < m->vocab || k >= m->blank) return 0;
-    return m->durations[m->blank - 1 - k];
+    return rnnt_mb_advance(k, m->vocab, m->blank, m->durations);
 }
 
 /* Frames after stacking `frames` frames by `s` (ceil, zero padded). */

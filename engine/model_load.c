@@ -56,17 +56,21 @@ static rnnt_status read_frontend(ydoc *y, yaml_node_t *root, rnnt_frontend_cfg *
 {
     static const char *const keys[] = {"sample_rate", "preemphasis", "dither", "window", "win_length", "hop_length", "n_fft",
                                        "center", "power", "n_mels", "f_min", "f_max", "mel_scale", "mel_norm", "log_floor",
-                                       "normalize", NULL};
+                                       "normalize", "pad_mode", "log_guard", "spectrum_offset", "length", NULL};
     static const char *const windows[] = {"hann", "hamming", "povey", NULL};
     static const char *const scales[] = {"slaney", "htk", NULL};
     static const char *const norms[] = {"slaney", "none", NULL};
-    static const char *const normalize[] = {"none", "global", NULL};
+    static const char *const normalize[] = {"none", "global", "per_feature", "per_feature_stacked", NULL};
+    static const char *const pad_modes[] = {"reflect", "constant", NULL};
+    static const char *const guards[] = {"max", "add", NULL};
+    static const char *const lengths[] = {"frames", "hop_ceil", NULL};
     yaml_node_t *m = ydoc_get(y, root, "frontend");
     if (!m) return ydoc_error(y, root, RNNT_ERR_FORMAT, "frontend: required key is missing");
     rnnt_status st;
     if ((st = ydoc_check_keys(y, m, "frontend", keys))) return st;
     long long sr, win, hop, nfft, mels;
-    char nz[16];
+    char nz[24], pad[16] = "reflect", guard[8] = "max", len[16] = "frames";
+    fe->spectrum_offset = 0.0;
     fe->preemphasis = 0.0;
     fe->dither = 0.0;
     fe->power = 2.0;
@@ -87,18 +91,27 @@ static rnnt_status read_frontend(ydoc *y, yaml_node_t *root, rnnt_frontend_cfg *
         (st = ydoc_str(y, m, "frontend", "mel_scale", 1, scales, fe->mel_scale, sizeof fe->mel_scale)) ||
         (st = ydoc_str(y, m, "frontend", "mel_norm", 0, norms, fe->mel_norm, sizeof fe->mel_norm)) ||
         (st = ydoc_double(y, m, "frontend", "log_floor", 1, 1e-30, 1.0, &fe->log_floor)) ||
-        (st = ydoc_str(y, m, "frontend", "normalize", 1, normalize, nz, sizeof nz)))
+        (st = ydoc_str(y, m, "frontend", "normalize", 1, normalize, nz, sizeof nz)) ||
+        (st = ydoc_str(y, m, "frontend", "pad_mode", 0, pad_modes, pad, sizeof pad)) ||
+        (st = ydoc_str(y, m, "frontend", "log_guard", 0, guards, guard, sizeof guard)) ||
+        (st = ydoc_double(y, m, "frontend", "spectrum_offset", 0, 0.0, 1.0, &fe->spectrum_offset)) ||
+        (st = ydoc_str(y, m, "frontend", "length", 0, lengths, len, sizeof len)))
         return st;
     fe->sample_rate = (int)sr;
     fe->win_length = (int)win;
     fe->hop_length = (int)hop;
     fe->n_fft = (int)nfft;
     fe->n_mels = (int)mels;
-    fe->normalize = !strcmp(nz, "global");
-    /* The frontend (frontend.c, and features.py) frames with center false only: a model that says
-     * otherwise would get features unlike its training's from audio, so it does not load. */
-    if (fe->center)
-        return ydoc_error(y, ydoc_get(y, m, "center"), RNNT_ERR_FORMAT, "frontend.center: true is not supported (frames are [i*hop, i*hop+win), center false)");
+    fe->normalize = !strcmp(nz, "global")                ? RNNT_NORM_GLOBAL
+                    : !strcmp(nz, "per_feature")         ? RNNT_NORM_PER_FEATURE
+                    : !strcmp(nz, "per_feature_stacked") ? RNNT_NORM_PER_FEATURE_STACKED
+                                                         : RNNT_NORM_NONE;
+    fe->pad_reflect = !strcmp(pad, "reflect");
+    fe->log_add = !strcmp(guard, "add");
+    fe->length_hop_ceil = !strcmp(len, "hop_ceil");
+    /* pad_mode only means something with center: true; saying it otherwise is a mistake in the file. */
+    if (!fe->center && ydoc_get(y, m, "pad_mode"))
+        return ydoc_error(y, ydoc_get(y, m, "pad_mode"), RNNT_ERR_FORMAT, "frontend.pad_mode: only allowed with center: true");
     if (nfft < win) return ydoc_error(y, ydoc_get(y, m, "n_fft"), RNNT_ERR_FORMAT, "frontend.n_fft: %lld is smaller than win_length %lld", nfft, win);
     if (hop > win) return ydoc_error(y, ydoc_get(y, m, "hop_length"), RNNT_ERR_FORMAT, "frontend.hop_length: %lld is larger than win_length %lld", hop, win);
     if (!(fe->f_min < fe->f_max) || fe->f_max > sr / 2.0)
@@ -144,6 +157,7 @@ static rnnt_status read_yaml(struct rnnt_model *m, const char *path, layer_spec 
     }
     m->feature_dim = (int)fdim;
     m->stacking = (int)stack;
+    m->fe.stacking = (int)stack;
 
     static const char *const enc_keys[] = {"layers", NULL}, *const pred_keys[] = {"embedding", "layers", NULL},
                              *const joint_keys[] = {"dim", "activation", NULL};
@@ -324,7 +338,7 @@ static rnnt_status read_weights(struct rnnt_model *m, const char *path, char *er
     if (!w) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "%s: out of memory", path);
     int nw = 0;
     int F = m->feature_dim, He = m->enc[m->n_enc - 1].hidden, Hp = m->pred[m->n_pred - 1].hidden, J = m->joint_dim;
-    if (m->fe.normalize) {
+    if (m->fe.normalize == RNNT_NORM_GLOBAL) {
         add_want(w, &nw, "frontend.mean", F, 0, &m->fe_mean);
         add_want(w, &nw, "frontend.std", F, 0, &m->fe_std);
         w[nw - 1].positive = 1;

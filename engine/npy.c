@@ -1,6 +1,6 @@
-/* npy.c — see npy.h. The header is a Python dict literal; only the three keys numpy writes are
+/* npy.c — see rnnt_npy.h. The header is a Python dict literal; only the three keys numpy writes are
  * accepted, each exactly once, in any order. */
-#include "npy.h"
+#include "rnnt_npy.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "safetensors.h" /* rnnt_half_to_float */
+#include "dtype.h"
+#include "status.h"
 
 typedef struct {
     const char *p, *end;

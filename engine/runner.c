@@ -1,5 +1,8 @@
 /* runner.c — the public decoding entry points: picks a backend, validates every input, sizes the
- * results, and turns tokens into text. Backends only compute. */
+ * results, and turns tokens into text. Backends only compute. Also the fault-injection table
+ * (engine/shared/fault.h).
+ * Thread safety: a runner is used by one thread at a time (rnnt.h); the fault table is parsed once
+ * (pthread_once) and armed atomically, so any thread may ask rnnt_fault_hit. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
@@ -226,6 +229,8 @@ void rnnt_result_clear(rnnt_result *res)
 
 static rnnt_status alloc_results(rnnt_runner *r, int n, const int *frames, rnnt_result *results, char *err, size_t errlen);
 static rnnt_status finish_results(rnnt_runner *r, int n, rnnt_status st, rnnt_result *results, char *err, size_t errlen);
+static rnnt_status decode_per_feature(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing,
+                                      char *err, size_t errlen);
 
 rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing, char *err,
                                size_t errlen)
@@ -253,7 +258,30 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
     rnnt_status st = alloc_results(r, n, frames, results, err, errlen);
     free(frames);
     if (st) return st;
+    if (m->fe.normalize >= RNNT_NORM_PER_FEATURE) return decode_per_feature(r, n, inputs, results, timing, err, errlen);
     st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
+    return finish_results(r, n, st, results, err, errlen);
+}
+
+/* normalize: per_feature: each utterance's features normalised (feature_norm.c) into a copy padded to
+ * whole stacks, then the backend as usual (it sees no normalisation: the model has no mean/std). */
+static rnnt_status decode_per_feature(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing,
+                                      char *err, size_t errlen)
+{
+    rnnt_input *norm = calloc((size_t)n, sizeof *norm);
+    rnnt_status st = norm ? RNNT_OK : rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < n && !st; b++) {
+        float *y;
+        st = rnnt_feature_norm_per_feature(r->m, inputs[b].features, inputs[b].frames, &y, &norm[b].frames, err, errlen);
+        norm[b].features = y;
+        norm[b].finite_checked = 1; /* checked above; a non-finite joint output still fails its utterance */
+        if (!st && norm[b].frames > r->p.max_frames)
+            st = rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "utterance %d: %d frames padded to whole stacks of %d are %d, the runner takes at most %d",
+                              b, inputs[b].frames, r->m->stacking, norm[b].frames, r->p.max_frames);
+    }
+    if (!st) st = r->ops->decode(r->state, n, norm, results, timing, err, errlen);
+    for (int b = 0; norm && b < n; b++) free((void *)norm[b].features);
+    free(norm);
     return finish_results(r, n, st, results, err, errlen);
 }
 
@@ -302,12 +330,33 @@ static double runner_now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A frontend that frames the whole utterance at once (center: true, length: hop_ceil): through
+ * rnnt_frontend_compute_f32, 16-bit PCM as x / 32768 first, as the feeds read it. */
+static rnnt_status whole_utterance_features(const rnnt_frontend *fe, const rnnt_audio_input *in, float *x, int T, char *err, size_t errlen)
+{
+    float *tmp = NULL;
+    const float *src = in->samples;
+    if (!src) {
+        if (!(tmp = malloc(sizeof(float) * (in->n_samples ? in->n_samples : 1)))) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < in->n_samples; i++) tmp[i] = (float)in->pcm16[i] * (1.0f / 32768.0f);
+        src = tmp;
+    }
+    float *feats = NULL;
+    int got = 0;
+    rnnt_status st = rnnt_frontend_compute_f32(fe, src, in->n_samples, T, &feats, &got, err, errlen);
+    if (!st && got != T) st = rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "frontend: %d frames, expected %d", got, T);
+    if (!st) memcpy(x, feats, sizeof(float) * (size_t)T * (size_t)rnnt_frontend_dim(fe));
+    free(feats);
+    free(tmp);
+    return st;
+}
+
 /* The CPU path of rnnt_runner_decode_audio: features by the CPU frontend, then the feature path. */
 static rnnt_status decode_audio_cpu(rnnt_runner *r, int n, const rnnt_audio_input *in, rnnt_result *results, rnnt_timing *timing,
                                     double *frontend_s, char *err, size_t errlen)
 {
     double t0 = runner_now_s();
-    int F = rnnt_frontend_dim(r->fe);
+    int F = rnnt_frontend_dim(r->fe), whole = r->m->fe.center || r->m->fe.length_hop_ceil;
     rnnt_input *feats = calloc((size_t)n, sizeof *feats);
     rnnt_frontend_stream *s = NULL;
     rnnt_status st = feats ? rnnt_frontend_stream_create(r->fe, 0, &s, err, errlen)
@@ -324,6 +373,10 @@ static rnnt_status decode_audio_cpu(rnnt_runner *r, int n, const rnnt_audio_inpu
         }
         feats[b].features = x;
         int made = 0;
+        if (whole) {
+            st = whole_utterance_features(r->fe, &in[b], x, T, err, errlen);
+            continue;
+        }
         rnnt_frontend_stream_reset(s);
         st = in[b].samples ? rnnt_frontend_feed_f32(s, in[b].samples, in[b].n_samples, x, T, &made, err, errlen)
                            : rnnt_frontend_feed_s16(s, in[b].pcm16, in[b].n_samples, x, T, &made, err, errlen);
@@ -363,7 +416,10 @@ rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_inp
         }
         r->audio_frames[b] = (int)T;
     }
-    if (!r->ops->decode_audio) return decode_audio_cpu(r, n, inputs, results, timing, frontend_s, err, errlen);
+    /* A model whose frontend options the GPU frontend lacks (or that normalises per utterance) takes
+     * the CPU frontend on every backend; its features then go through the backend's feature path. */
+    if (!r->ops->decode_audio || rnnt_frontend_cfg_cpu_only(&r->m->fe))
+        return decode_audio_cpu(r, n, inputs, results, timing, frontend_s, err, errlen);
     rnnt_status st = alloc_results(r, n, r->audio_frames, results, err, errlen);
     if (st) return st;
     st = r->ops->decode_audio(r->state, n, inputs, results, timing, frontend_s, err, errlen);

@@ -53,9 +53,6 @@ rnnt_status rnnt_st_read_i32(const rnnt_st_file *f, const rnnt_st_tensor *t, int
 /* A metadata string value (malloc'd copy) or NULL. */
 char *rnnt_st_metadata(const rnnt_st_file *f, const char *key);
 
-float rnnt_half_to_float(uint16_t h);
-float rnnt_bf16_to_float(uint16_t h);
-
 #ifdef __cplusplus
 }
 #endif

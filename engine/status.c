@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "backend.h"
+#include "status.h"
 
 const char *rnnt_status_str(rnnt_status s)
 {

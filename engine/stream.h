@@ -1,7 +1,9 @@
 /* stream.h — what an rnnt_stream carries from one chunk to the next (internal to the engine), and the
  * greedy decoder's per-utterance state, which the whole-utterance decode uses too (one decode rule).
  * The public calls are in rnnt.h (section "Streams"); backends advance streams through
- * rnnt_backend_ops.advance. */
+ * rnnt_backend_ops.advance.
+ * Thread safety: a stream is used by one thread at a time (the caller serialises feeding, advancing
+ * and reading it); streams share nothing but the read-only model and frontend. */
 #ifndef RNNT_STREAM_H
 #define RNNT_STREAM_H
 
@@ -46,7 +48,7 @@ static inline size_t rnnt_dec_pred_stride(const struct rnnt_model *m)
 /* frames_skipped as FORMAT.md counts it, once T_enc is final. */
 static inline int rnnt_dec_frames_skipped(const rnnt_dec_state *d, int T_enc)
 {
-    return d->skipped - (d->t > T_enc ? d->t - T_enc : 0);
+    return d->skipped - rnnt_mb_past_end(d->t, T_enc);
 }
 
 struct rnnt_stream {

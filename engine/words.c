@@ -1,14 +1,33 @@
-/* words.c — word timings from token frames and SRT / WebVTT documents (words.h). */
+/* words.c — token and word times from token frames (rnnt_result_token, rnnt_result_words) and SRT /
+ * WebVTT documents of words (rnnt_words.h). Thread safety: reads its arguments only. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "words.h"
+#include "status.h"
+#include "rnnt_words.h"
 
 static const char boundary[] = "\xe2\x96\x81"; /* U+2581 */
+
+/* Where a token emitted on encoder frame `frame` stands on the input's time line (one rule for tokens
+ * and word starts). */
+static double frame_time_s(double frame_shift_s, int frame) { return frame * frame_shift_s; }
+
+rnnt_status rnnt_result_token(const rnnt_model *m, const rnnt_result *res, int i, rnnt_token *out, char *err, size_t errlen)
+{
+    if (!m || !res || !out || i < 0 || i >= res->n_tokens)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "token %d of a result with %d", i, res ? res->n_tokens : 0);
+    const char *text = rnnt_model_token(m, res->tokens[i]);
+    if (!text) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "token id %d outside the vocabulary", res->tokens[i]);
+    *out = (rnnt_token){.id = res->tokens[i],
+                        .text = text,
+                        .frame = res->frames[i],
+                        .time_s = frame_time_s(rnnt_model_get_info(m)->frame_shift_s, res->frames[i]),
+                        .prob = res->probs ? res->probs[i] : -1.0f};
+    return RNNT_OK;
+}
 
 void rnnt_words_free(rnnt_word *w, int n)
 {
@@ -27,8 +46,8 @@ static rnnt_status close_word(const rnnt_result *res, double shift, double total
         if (!(o->text = strdup(cur))) return RNNT_ERR_NOMEM;
         o->first_token = *first;
         o->n_tokens = last - *first + 1;
-        o->start_s = res->frames[*first] * shift;
-        double e = (res->frames[last] + 1) * shift;
+        o->start_s = frame_time_s(shift, res->frames[*first]);
+        double e = frame_time_s(shift, res->frames[last] + 1);
         o->end_s = e < total ? e : total;
         if (o->end_s < o->start_s) o->end_s = o->start_s;
         o->confidence = -1.0;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h"
+#include "status.h"
 
 static rnnt_status syntax_error(ydoc *y, const yaml_parser_t *p)
 {

@@ -3,7 +3,8 @@
  *
  * Convention: every host function that can fail takes (char *err, size_t errlen) last and returns an
  * rnnt_status; CU_TRY / CUBLAS_TRY return from it on the first failure. Out of memory becomes
- * RNNT_ERR_NOMEM, every other CUDA or cuBLAS failure RNNT_ERR_DEVICE. */
+ * RNNT_ERR_NOMEM, every other CUDA or cuBLAS failure RNNT_ERR_DEVICE.
+ * Thread safety: the helpers keep no state; any thread may use them. */
 #ifndef RNNT_CU_COMMON_H
 #define RNNT_CU_COMMON_H
 

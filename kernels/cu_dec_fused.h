@@ -5,7 +5,9 @@
  * another, so no grid-wide synchronisation and no per-step launch or conditional node. Every piece
  * computes the bits of the per-step kernels (the same device functions, cu_device.cuh), so the results
  * are identical to the WHILE-graph loop's. The weights are read from L2 by every block every step
- * (nothing kept on chip yet); so it suits small predictors (the shipped model) more than large ones. */
+ * (nothing kept on chip yet); so it suits small predictors (the shipped model) more than large ones.
+ * Thread safety: a launcher only enqueues on the stream it is given; the decoder that owns the buffers
+ * (cu_decoder.h) is used by one thread at a time. */
 #ifndef RNNT_CU_DEC_FUSED_H
 #define RNNT_CU_DEC_FUSED_H
 

@@ -1,13 +1,15 @@
 /* cu_device.cuh — device helpers shared by the decoding kernels (cu_kernels.cu, cu_dec_fused.cu): the
  * warp sum, the LSTM cell, the joint's activation and one output's logit, the predictor's row groups,
- * the greedy multi-blank rule for one slot and one decoding step of a batch (also cu_stream.cu's). One definition each, so every path computes the same
- * bits in the same order. */
+ * the greedy multi-blank rule for one slot and one decoding step of a batch (also cu_stream.cu's). One
+ * definition each, so every path computes the same bits in the same order.
+ * Thread safety: device functions of their arguments; each slot is written by one thread. */
 #ifndef RNNT_CU_DEVICE_CUH
 #define RNNT_CU_DEVICE_CUH
 
 #include <cub/block/block_scan.cuh>
 
 #include "cu_kernels.h"
+#include "multiblank.h"
 
 namespace {
 
@@ -191,13 +193,9 @@ __device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_
             lab = 0;
         }
         st.labels[b] = lab;
-    } else if (kk == rule.blank) {
-        t += 1;
-        st.labels[b] = 0;
-    } else {
-        int d = rule.durations[rule.blank - 1 - kk];
-        int land = min(t + d, T);
-        st.skipped[b] += land - t - 1;
+    } else { /* the blank or a big blank (multiblank.h) */
+        int d = rnnt_mb_advance(kk, rule.V, rule.blank, rule.durations);
+        st.skipped[b] += d - 1 - rnnt_mb_past_end(t + d, T);
         t += d;
         st.labels[b] = 0;
     }

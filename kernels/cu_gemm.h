@@ -5,7 +5,8 @@
  * arithmetic of a row could change with the number of rows, i.e. with the batch. cu_gemm_rows therefore
  * always multiplies fixed-size chunks of `chunk` rows: every call has the same shape whatever the batch,
  * and a row's result depends on the row alone. A and C must have room for M rounded up to `chunk` rows;
- * the extra rows are computed and ignored. */
+ * the extra rows are computed and ignored.
+ * Thread safety: no state of its own; a cuBLAS handle (the runner's) is used by one thread at a time. */
 #ifndef RNNT_CU_GEMM_H
 #define RNNT_CU_GEMM_H
 

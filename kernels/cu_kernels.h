@@ -3,7 +3,9 @@
  *
  * Every launcher enqueues on `stream` (capturable into a CUDA graph) and returns the launch status;
  * none synchronises. Row-major everywhere; "ld" = elements between rows. dt is the storage type of
- * the buffers typed void*. */
+ * the buffers typed void*.
+ * Thread safety: launchers keep no state, except the process-wide setting of cu_pred_set_rows_at_once
+ * (for benchmarks and tests: set it before any runner decodes). */
 #ifndef RNNT_CU_KERNELS_H
 #define RNNT_CU_KERNELS_H
 

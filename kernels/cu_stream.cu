@@ -922,7 +922,7 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
         int base = s->enc_frames, n_new = o[0] < c->cap ? o[0] : c->cap;
         /* the frames a big blank skipped so far, as the decoder counts them (without the part beyond
          * the frames that existed), plus this chunk's */
-        int acc = d->skipped - (d->t > base ? d->t - base : 0);
+        int acc = d->skipped - rnnt_mb_past_end(d->t, base);
         for (int i = 0; i < n_new; i++) {
             d->tokens[d->n_tokens + i] = o[8 + i];
             d->frames[d->n_tokens + i] = base + o[8 + c->cap + i];
@@ -938,7 +938,7 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
         if (pl[b].flush) s->flushed = 1;
         if (o[4] >= 0) d->t = base + o[4];
         if (d->t < base) d->t = base;
-        d->skipped = acc + o[2] + (d->t > s->enc_frames ? d->t - s->enc_frames : 0);
+        d->skipped = acc + o[2] + rnnt_mb_past_end(d->t, s->enc_frames);
         if (o[3] == 1 && d->status == RNNT_OK) d->status = RNNT_ERR_NUMERIC;
     }
     if (timing) { /* the streams have changed: a timing that cannot be read is 0, not an error */

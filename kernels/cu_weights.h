@@ -1,6 +1,7 @@
 /* cu_weights.h — a model's weights on the device: one allocation carved into named tensors, in the
  * storage type of the runner (fp16 or fp32), laid out for the kernels. Immutable after upload; one
  * copy per runner (runners on one device could share it; not done yet).
+ * Thread safety: created and freed by its runner's thread; only read (on the device) in between.
  *
  * Layout: row-major. Every matrix a GEMM reads has its leading dimension padded to CU_PAD elements
  * with zero columns. An LSTM layer's input columns follow the padded layout of what feeds it, so that

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 
 int audio_body_is_audio_type(const char *ct)
 {

@@ -1,5 +1,5 @@
 /* audio_body.h — an audio request body (or a multipart file part) to the model's features: decoded by
- * the engine (engine/audio.h: libsndfile, mono mix, libsoxr), turned into log-mel features by the
+ * the engine (include/rnnt_audio.h: libsndfile, mono mix, libsoxr), turned into log-mel features by the
  * engine's frontend (rnnt.h), with every failure mapped to one srv_err:
  *   415 unsupported_audio   the bytes are not a container libsndfile reads (by magic)
  *   400 invalid_audio       a recognised container that is malformed, truncated, lies or is unsupported

@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "audio_body.h"
-#include "npy.h"
+#include "rnnt_npy.h"
 
 void req_opts_default(req_opts *o) { o->timestamps = 1; }
 

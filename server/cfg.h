@@ -1,5 +1,5 @@
 /* cfg.h — the daemon's configuration: one table of keys (name, type, bounds, default, field, apply
- * hook, doc), read from a YAML file through the engine's one YAML reader (engine/yaml_doc.h, which also
+ * hook, doc), read from a YAML file through the engine's one YAML reader (engine/shared/yaml_doc.h, which also
  * reads model.yaml). Unknown keys, duplicate keys, wrong types and out-of-range values are errors
  * reported as "FILE:LINE:COLUMN: KEY: what is wrong". Owns: the key table, parsing, defaults, the
  * shipped file's text. Each key names the hook that applies it (Redis config.c's apply functions):

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "words.h"
+#include "rnnt_words.h"
 
 void srv_err_set(srv_err *e, unsigned status, const char *code, const char *fmt, ...)
 {
@@ -117,10 +117,10 @@ json_t *reply_result_json(const rnnt_model *m, const rnnt_result *res, const rep
     json_t *toks = json_array();
     if (!toks) return NULL;
     for (int i = 0; res && i < res->n_tokens; i++) {
-        const char *t = rnnt_model_token(m, res->tokens[i]);
-        json_t *o = ri->timestamps ? json_pack("{s:i, s:s, s:i, s:f}", "id", res->tokens[i], "token", t ? t : "", "frame",
-                                               res->frames[i], "time_s", res->frames[i] * info->frame_shift_s)
-                                   : json_pack("{s:i, s:s}", "id", res->tokens[i], "token", t ? t : "");
+        rnnt_token t; /* its text and time from the engine */
+        json_t *o = rnnt_result_token(m, res, i, &t, NULL, 0) ? NULL
+                    : ri->timestamps ? json_pack("{s:i, s:s, s:i, s:f}", "id", t.id, "token", t.text, "frame", t.frame, "time_s", t.time_s)
+                                     : json_pack("{s:i, s:s}", "id", t.id, "token", t.text);
         if (!o || json_array_append_new(toks, o)) {
             json_decref(toks);
             return NULL;

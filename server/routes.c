@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "audio_body.h"
 #include "eng_pcm.h"
 #include "log.h"

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "streams_int.h"
-#include "words.h"
+#include "rnnt_words.h"
 #include "ws.h"
 
 static wmodel *worker_model(strm_worker *w, eng *e, char *err, size_t errlen)

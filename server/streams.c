@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "log.h"
-#include "words.h"
+#include "rnnt_words.h"
 #include "ws.h"
 
 void strm_hist_add(hist *h, const double *b, int nb, double v)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "words.h"
+#include "rnnt_words.h"
 
 #define SEG_MAX_WORDS 12  /* as rnnt_subtitles' cues */
 #define SEG_MAX_PAUSE_S 1.0

@@ -29,6 +29,7 @@ import time
 import numpy as np
 import torch
 
+from rnntd_ref.config import mb_frames_skipped
 from rnntd_ref.decode import detokenize, greedy_decode
 from rnntd_ref.io import load_model
 from rnntd_train.data import error_rates, read_manifest
@@ -61,7 +62,6 @@ def write_features(lm, recs, feat_dir):
 
 def ref_decode(model, tokens, recs):
     cfg = model.cfg
-    V, n = cfg.vocab_size, len(cfg.big_blank_durations)
     skipped = frames = 0
     t0 = time.time()
     audio = 0.0
@@ -70,9 +70,7 @@ def ref_decode(model, tokens, recs):
         T_enc = cfg.encoder_frames(feats.shape[0])
         steps = []
         toks, _ = greedy_decode(model, feats, on_step=lambda t, u, z, k: steps.append((t, k)))
-        for t, k in steps:
-            if V <= k < V + n:
-                skipped += min(cfg.big_blank_durations[V + n - 1 - k], T_enc - t) - 1
+        skipped += sum(mb_frames_skipped(k, t, T_enc, cfg.vocab_size, cfg.big_blank_durations) for t, k in steps)
         frames += T_enc
         r["ref_tokens"] = toks
         r["ref_hyp"] = detokenize(toks, tokens)

@@ -36,6 +36,10 @@ class FrontendConfig:
     mel_norm: str = "slaney"
     log_floor: float = 1e-10
     normalize: str = "global"
+    pad_mode: str = "reflect"        # center: true only
+    log_guard: str = "max"           # max: ln(max(mel, log_floor)); add: ln(mel + log_floor)
+    spectrum_offset: float = 0.0     # added to |X|^power before the filterbank
+    length: str = "frames"           # frames | hop_ceil (Jasper/MLPerf frame count)
 
 
 @dataclass
@@ -60,6 +64,30 @@ class PredictorConfig:
 class JointConfig:
     dim: int
     activation: str = "relu"
+
+
+# The multi-blank rule (FORMAT.md stage 6), the twin of engine/multiblank.h. The joint's outputs are the
+# tokens [0, V), the big blanks, the blank (V + n); big blank i (durations[i]) is output blank - 1 - i.
+def mb_output(vocab_size, durations, i):
+    """The joint output of big blank i."""
+    return vocab_size + len(durations) - 1 - i
+
+
+def mb_advance(k, vocab_size, durations):
+    """Frames the decoder moves on after joint output k: 0 for a label (it stays on its frame until
+    max_symbols labels were emitted there), 1 for the blank, durations[i] for big blank i."""
+    if k < vocab_size:
+        return 0
+    if k == vocab_size + len(durations):
+        return 1
+    return durations[mb_output(vocab_size, durations, 0) - k]  # the i with mb_output(..., i) == k
+
+
+def mb_frames_skipped(k, t, T_enc, vocab_size, durations):
+    """What output k on frame t adds to frames_skipped: the frames of its move beyond the first that
+    exist (a big blank may jump past the last of the T_enc encoder frames)."""
+    d = mb_advance(k, vocab_size, durations)
+    return d - 1 - max(t + d - T_enc, 0) if d else 0
 
 
 @dataclass
@@ -115,9 +143,7 @@ class ModelConfig:
 
     def big_blank_duration(self, k):
         """Frames skipped by joint output k when it is a big blank, else 0."""
-        if self.vocab_size <= k < self.blank:
-            return self.big_blank_durations[self.blank - 1 - k]
-        return 0
+        return mb_advance(k, self.vocab_size, self.big_blank_durations) if self.vocab_size <= k < self.blank else 0
 
 
 # Key order of FORMAT.md; the bool says whether the key may be left out, the value is then the default.
@@ -127,14 +153,21 @@ _FRONTEND_KEYS = [
     ("n_fft", int, False), ("center", bool, True), ("power", float, True), ("n_mels", int, False),
     ("f_min", float, False), ("f_max", float, False), ("mel_scale", str, False),
     ("mel_norm", str, True), ("log_floor", float, False), ("normalize", str, False),
+    ("pad_mode", str, True), ("log_guard", str, True), ("spectrum_offset", float, True), ("length", str, True),
 ]
+# Keys added after the first models were written: saved only when they differ from their default, so
+# files of models that do not use them stay as they were.
+_FRONTEND_OPTIONAL_SAVE = {"pad_mode": "reflect", "log_guard": "max", "spectrum_offset": 0.0, "length": "frames"}
 _TOP_KEYS = ["format", "version", "name", "frontend", "feature_dim", "frame_stacking", "lstm_activation",
              "encoder", "predictor", "joint", "vocab_size", "big_blank_durations", "max_symbols"]
 _CHOICES = {
     "frontend.window": ("hann", "hamming", "povey"),
     "frontend.mel_scale": ("slaney", "htk"),
     "frontend.mel_norm": ("slaney", "none"),
-    "frontend.normalize": ("none", "global"),
+    "frontend.normalize": ("none", "global", "per_feature", "per_feature_stacked"),
+    "frontend.pad_mode": ("reflect", "constant"),
+    "frontend.log_guard": ("max", "add"),
+    "frontend.length": ("frames", "hop_ceil"),
     "lstm_activation": ("hard", "soft"),
     "joint.activation": ("relu", "tanh"),
 }
@@ -142,7 +175,7 @@ _CHOICES = {
 _FRONTEND_RANGES = {
     "sample_rate": (1000, 384000), "win_length": (1, 1 << 16), "hop_length": (1, 1 << 16), "n_fft": (1, 1 << 17),
     "n_mels": (1, 4096), "preemphasis": (0.0, 1.0), "dither": (0.0, 1e3), "power": (0.5, 4.0),
-    "f_min": (0.0, 1e6), "f_max": (0.0, 1e6), "log_floor": (1e-30, 1.0),
+    "f_min": (0.0, 1e6), "f_max": (0.0, 1e6), "log_floor": (1e-30, 1.0), "spectrum_offset": (0.0, 1.0),
 }
 MAX_LAYERS = 32
 _INT_RE = re.compile(r"^[-+]?[0-9]+$")
@@ -279,6 +312,8 @@ def parse_config(text, path="model.yaml"):
         if k in fe_m:
             idx.add("frontend." + k, fe_m[k])
             setattr(fe, k, _scalar(ctx, fe_m[k], "frontend." + k, kind))
+    if "pad_mode" in fe_m and not fe.center:
+        raise ctx.err(fe_m["pad_mode"], "frontend.pad_mode", "only allowed with center: true")
     enc_m = _mapping(ctx, top["encoder"], "encoder", [("layers", False)])
     enc_layers = _layers(ctx, enc_m["layers"], "encoder.layers")
     pred_m = _mapping(ctx, top["predictor"], "predictor", [("embedding", False), ("layers", False)])
@@ -473,6 +508,10 @@ def config_to_yaml(cfg):
     lines = [f"format: {FORMAT_NAME}", f"version: {FORMAT_VERSION}", f"name: {_yaml_str(cfg.name)}", "frontend:"]
     for k, kind, _ in _FRONTEND_KEYS:
         v = getattr(fe, k)
+        if k in _FRONTEND_OPTIONAL_SAVE and v == _FRONTEND_OPTIONAL_SAVE[k] and not (k == "pad_mode" and fe.center):
+            continue
+        if k == "pad_mode" and not fe.center:
+            continue
         if kind is float:
             s = _yaml_float(v)
         elif kind is bool:

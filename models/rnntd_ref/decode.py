@@ -8,6 +8,8 @@ import re
 
 import torch
 
+from .config import mb_advance
+
 
 class NumericError(ArithmeticError):
     """A joint output that the decoder takes an argmax of is not finite (RNNT_ERR_NUMERIC)."""
@@ -27,9 +29,6 @@ def greedy_decode_encoded(model, f, on_step=None):
     """The decoding loop over encoder output f [T_enc, He]."""
     cfg = model.cfg
     V = cfg.vocab_size
-    durations = list(cfg.big_blank_durations)
-    n = len(durations)
-    blank = V + n
     T_enc = f.shape[0]
     tokens, frames = [], []
     with torch.no_grad():
@@ -51,12 +50,8 @@ def greedy_decode_encoded(model, f, on_step=None):
                 if labels_here == cfg.max_symbols:
                     t += 1
                     labels_here = 0
-            elif k == blank:  # the standard blank: one frame forward
-                t += 1
-                labels_here = 0
-            else:  # big blank i skips d[i] frames (and may jump past the end)
-                i = V + n - 1 - k
-                t += durations[i]
+            else:  # the blank: one frame forward; a big blank: its duration (and may jump past the end)
+                t += mb_advance(k, V, cfg.big_blank_durations)
                 labels_here = 0
     return tokens, frames
 

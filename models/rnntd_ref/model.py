@@ -123,15 +123,38 @@ class Frontend(nn.Module):
 
     def forward(self, x, lengths=None):
         """x [..., T, F] -> [..., ceil(T/k), kF]. With lengths [B] (batched x [B, T, F]), frames past
-        each length are zeroed after normalisation, so stacking pads with zeros as for one utterance."""
+        each length are zeroed after normalisation, so stacking pads with zeros as for one utterance.
+        normalize per_feature / per_feature_stacked (per utterance) take one utterance [T, F]."""
         if not isinstance(x, torch.Tensor):
             x = torch.as_tensor(x)
         if self.normalize == "global":
             x = x.to(self.mean.dtype)
             x = (x - self.mean) / self.std
+        if self.normalize == "per_feature":
+            if x.dim() != 2:
+                raise ValueError("normalize: per_feature takes one utterance [T, F]")
+            x = per_feature_normalize(x)
         if lengths is not None:
             x = x * _time_mask(lengths, x.shape[-2], x)
-        return stack_frames(x, self.stacking)
+        x = stack_frames(x, self.stacking)
+        if self.normalize == "per_feature_stacked":
+            if x.dim() != 2:
+                raise ValueError("normalize: per_feature_stacked takes one utterance [T, F]")
+            x = per_feature_normalize(x)
+        return x
+
+
+PER_FEATURE_EPS = 1e-5
+
+
+def per_feature_normalize(x):
+    """x [T, D] -> each column minus its mean over the T rows, over its unbiased standard deviation +
+    1e-5 (FORMAT.md, normalize: per_feature); one row has no spread (std 0)."""
+    if x.shape[0] == 0:
+        return x
+    mean = x.mean(dim=0)
+    sd = x.std(dim=0) if x.shape[0] > 1 else torch.zeros_like(mean)
+    return (x - mean) / (sd + PER_FEATURE_EPS)
 
 
 class Encoder(nn.Module):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .config import (EncoderConfig, FrontendConfig, JointConfig, LayerConfig, ModelConfig, PredictorConfig,
-                     validate)
+                     mb_output, validate)
 from .decode import greedy_decode
 from .model import RNNTModel
 
@@ -123,11 +123,11 @@ def random_features(model, rng, frames):
 
 def groups(cfg):
     """Names of the output groups and the joint indices in each: 'label', 'big{d}' per duration, 'blank'."""
-    V, n = cfg.vocab_size, cfg.n_big
+    V = cfg.vocab_size
     out = {"label": list(range(V))}
     for i, d in enumerate(cfg.big_blank_durations):
-        out[f"big{d}"] = [V + n - 1 - i]
-    out["blank"] = [V + n]
+        out[f"big{d}"] = [mb_output(V, cfg.big_blank_durations, i)]
+    out["blank"] = [V + cfg.n_big]
     return out
 
 

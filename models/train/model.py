@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rnntd_ref.config import ModelConfig
+from rnntd_ref.config import ModelConfig, mb_advance
 
 from .lstm_fn import hard_lstm_seq
 
@@ -186,14 +186,11 @@ class TrainModel(nn.Module):
         """-> (list of token lists, list of frame lists, stats dict with frames stepped by each output)."""
         cfg = self.cfg
         V, durs = cfg.vocab_size, list(cfg.big_blank_durations)
-        n = len(durs)
         f, enc_lens = self.encode(feats, lens)
         B = f.shape[0]
         dev = f.device
-        step = torch.ones(cfg.n_out, dtype=torch.long, device=dev)
-        step[:V] = 0
-        for i, d in enumerate(durs):
-            step[V + n - 1 - i] = d
+        # frames each joint output moves the decoder on (rnntd_ref's one multi-blank rule)
+        step = torch.tensor([mb_advance(k, V, durs) for k in range(cfg.n_out)], dtype=torch.long, device=dev)
         t = torch.zeros(B, dtype=torch.long, device=dev)
         here = torch.zeros(B, dtype=torch.long, device=dev)
         state = self.pred_zero(B, f)

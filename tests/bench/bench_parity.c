@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "npy.h"
+#include "rnnt_npy.h"
 #include "rnnt.h"
 
 #define MAX_UTT 4096

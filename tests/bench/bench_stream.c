@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "npy.h"
+#include "rnnt_npy.h"
 #include "rnnt.h"
 
 static double now_s(void)

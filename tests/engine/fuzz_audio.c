@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "rnnt.h"
 
 static rnnt_frontend *fe;

@@ -17,11 +17,11 @@ printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -std=c11 -Wno-psabi"
 libs="$(pkg-config --libs sndfile soxr vorbis ogg fftw3f yaml-0.1 jansson) -lm -lpthread"
 # the engine's sources that the audio path and the frontend need (model loading included)
-srcs="audio.c status.c frontend.c model_load.c yaml_doc.c safetensors.c"
+srcs="audio.c status.c dtype.c frontend.c model_load.c yaml_doc.c safetensors.c"
 set --
 for s in $srcs; do set -- "$@" "$root/engine/$s"; done
 # shellcheck disable=SC2086
-"$cc" $flags $(pkg-config --cflags sndfile) -I"$root/engine" "$here/fuzz_audio.c" "$@" $libs -o "$out/fuzz_audio"
+"$cc" $flags $(pkg-config --cflags sndfile) -I"$root/include" -I"$root/engine/shared" -I"$root/engine" "$here/fuzz_audio.c" "$@" $libs -o "$out/fuzz_audio"
 cp "$root"/models/en-char-small/samples/*.wav "$out/corpus/" 2>/dev/null || true
 cd "$out"
 rc=0

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "model.h"
 #include "test_util.h"
 

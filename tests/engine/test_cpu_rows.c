@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "cpu_ops.h"
+#include "cpu_rows.h"
 #include "test_util.h"
 
 static float *rand_buf(size_t n, uint64_t *seed)

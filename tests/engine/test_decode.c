@@ -127,16 +127,32 @@ static void check(const scenario *s, const rnnt_result *r)
     assert_int_equal(r->encoder_frames, s->T);
 }
 
-static void run_group(int max_symbols, int batched)
+/* The hand-built model and a CPU runner for it; close_cpu releases all three. */
+static rnnt_runner *open_cpu(int max_symbols, int poison, int max_batch, char **dir, rnnt_model **m)
 {
-    char *dir = write_model(max_symbols, 0), err[512];
-    rnnt_model *m;
-    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    char err[512];
+    *dir = write_model(max_symbols, poison);
+    if (rnnt_model_load(*dir, m, err, sizeof err)) fail_msg("%s", err);
     rnnt_runner_params p = rnnt_runner_default_params();
     p.backend = RNNT_BACKEND_CPU;
-    p.max_batch = 8;
+    if (max_batch) p.max_batch = max_batch;
     rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    if (rnnt_runner_create(*m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    return r;
+}
+
+static void close_cpu(rnnt_runner *r, rnnt_model *m, char *dir)
+{
+    rnnt_runner_free(r);
+    rnnt_model_free(m);
+    tu_rmdir(dir);
+}
+
+static void run_group(int max_symbols, int batched)
+{
+    char *dir, err[512];
+    rnnt_model *m;
+    rnnt_runner *r = open_cpu(max_symbols, 0, 8, &dir, &m);
     int idx[8], n = 0;
     for (int i = 0; i < (int)(sizeof scenarios / sizeof scenarios[0]); i++)
         if (scenarios[i].max_symbols == max_symbols) idx[n++] = i;
@@ -153,9 +169,7 @@ static void run_group(int max_symbols, int batched)
         check(&scenarios[idx[i]], &res[i]);
         rnnt_result_clear(&res[i]);
     }
-    rnnt_runner_free(r);
-    rnnt_model_free(m);
-    tu_rmdir(dir);
+    close_cpu(r, m, dir);
 }
 
 static void test_alone(void **state)
@@ -170,15 +184,48 @@ static void test_batched(void **state)
     run_group(10, 1);
 }
 
+/* rnnt_result_token: each token's id, text, frame, time (frame * frame_shift_s, 10 ms here) and
+ * probability, as the result and the model say; the result's text assembled from the tokens. */
+static void test_result_tokens(void **state)
+{
+    char *dir, err[512];
+    rnnt_model *m;
+    rnnt_runner *r = open_cpu(10, 0, 0, &dir, &m);
+    const scenario *s = &scenarios[1]; /* four labels 0 ("x") on frame 2 */
+    rnnt_input in = {&s->x[0][0], s->T, 0};
+    rnnt_result res = {0};
+    if (rnnt_runner_decode(r, 1, &in, &res, NULL, err, sizeof err)) fail_msg("%s", err);
+    check(s, &res);
+    assert_string_equal(res.text, "xxxx");
+    for (int i = 0; i < res.n_tokens; i++) {
+        rnnt_token t;
+        assert_int_equal(rnnt_result_token(m, &res, i, &t, err, sizeof err), RNNT_OK);
+        assert_int_equal(t.id, 0);
+        assert_string_equal(t.text, "x");
+        assert_int_equal(t.frame, 2);
+        assert_true(fabs(t.time_s - 0.02) < 1e-12);
+        if (!(t.prob > 0.0f && t.prob <= 1.0f) || t.prob != res.probs[i]) fail_msg("token %d: probability %g", i, t.prob);
+    }
+    rnnt_token t = {.id = 77};
+    assert_int_equal(rnnt_result_token(m, &res, res.n_tokens, &t, err, sizeof err), RNNT_ERR_INVALID);
+    assert_int_equal(rnnt_result_token(m, &res, -1, &t, err, sizeof err), RNNT_ERR_INVALID);
+    assert_int_equal(t.id, 77);
+    res.tokens[0] = 2; /* not a token: a big blank's id */
+    assert_int_equal(rnnt_result_token(m, &res, 0, &t, err, sizeof err), RNNT_ERR_INVALID);
+    float *probs = res.probs;
+    res.probs = NULL; /* as the CUDA backend's results have none */
+    assert_int_equal(rnnt_result_token(m, &res, 1, &t, err, sizeof err), RNNT_OK);
+    assert_true(t.prob == -1.0f);
+    res.probs = probs;
+    rnnt_result_clear(&res);
+    close_cpu(r, m, dir);
+}
+
 static void test_numeric_failure_is_per_utterance(void **state)
 {
-    char *dir = write_model(10, 1), err[512];
+    char *dir, err[512];
     rnnt_model *m;
-    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = RNNT_BACKEND_CPU;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = open_cpu(10, 1, 0, &dir, &m);
     float bad[2][5] = {{1, 0, 0, 0, 1}, BLANK};
     rnnt_input in[2] = {{&scenarios[3].x[0][0], 3, 0}, {&bad[0][0], 2, 0}};
     rnnt_result res[2];
@@ -189,9 +236,7 @@ static void test_numeric_failure_is_per_utterance(void **state)
     assert_null(res[1].text);
     rnnt_result_clear(&res[0]);
     rnnt_result_clear(&res[1]);
-    rnnt_runner_free(r);
-    rnnt_model_free(m);
-    tu_rmdir(dir);
+    close_cpu(r, m, dir);
 }
 
 static void test_runner_rejects_bad_input(void **state)
@@ -272,6 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alone),
         cmocka_unit_test(test_batched),
+        cmocka_unit_test(test_result_tokens),
         cmocka_unit_test(test_numeric_failure_is_per_utterance),
         cmocka_unit_test(test_runner_rejects_bad_input),
     };

@@ -19,9 +19,9 @@
 
 #include <cmocka.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "model.h"
-#include "npy.h"
+#include "rnnt_npy.h"
 #include "test_util.h"
 
 #define ATOL 2e-5
@@ -358,7 +358,11 @@ static char *yaml_with(const char *from, const char *to)
 static void test_load_errors(void **state)
 {
     static const struct { const char *from, *to, *want; } cases[] = {
-        {"  window: hann\n", "  window: hann\n  center: true\n", "frontend.center: true is not supported"},
+        {"  window: hann\n", "  window: hann\n  pad_mode: reflect\n", "frontend.pad_mode: only allowed with center: true"},
+        {"  window: hann\n", "  window: hann\n  center: true\n  pad_mode: edge\n", "pad_mode"},
+        {"  window: hann\n", "  window: hann\n  log_guard: clamp\n", "log_guard"},
+        {"  window: hann\n", "  window: hann\n  length: floor\n", "length"},
+        {"  window: hann\n", "  window: hann\n  spectrum_offset: 2.0\n", "spectrum_offset"},
         {"  window: hann\n", "  window: blackman\n", "window"},
         {"  window: hann\n", "  window: hann\n  lifter: 22\n", "lifter"},
         {"  mel_scale: slaney\n", "  mel_scale: kaldi\n", "mel_scale"},

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "npy.h"
+#include "rnnt_npy.h"
 #include "test_util.h"
 
 /* A .npy image: magic, version 1.0, the header dict padded to 64 bytes, then `data`. */

@@ -29,10 +29,10 @@
 
 #include <cmocka.h>
 
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "cpu_ops.h"
 #include "model.h"
-#include "npy.h"
+#include "rnnt_npy.h"
 #include "stream.h"
 #include "test_util.h"
 

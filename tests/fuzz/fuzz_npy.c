@@ -6,7 +6,7 @@
 
 #include "body.h"
 #include "fuzz_util.h"
-#include "npy.h"
+#include "rnnt_npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -9,7 +9,7 @@
  *     host-polled, profiled), graph-less encoding and staging in small chunks by one or several threads
  *     agree;
  *   - each token's probability (rnnt_result.probs, the joint's softmax of the emitted label: the input of
- *     the per-word confidence, engine/words.h) within PROB_TOL of the CPU's in fp32, and each word's
+ *     the per-word confidence, include/rnnt_words.h) within PROB_TOL of the CPU's in fp32, and each word's
  *     confidence (rnnt_result_words) within PROB_TOL too; bitwise the same in any batch;
  *   - overflowing joints fail the same utterances with RNNT_ERR_NUMERIC as on the CPU;
  *   - too large batches and inputs, bad devices and impossible memory sizes give clear errors, and a
@@ -36,7 +36,7 @@
 #include "model.h"
 #include "safetensors.h"
 #include "test_util.h"
-#include "words.h"
+#include "rnnt_words.h"
 
 #define N_UTT 48
 #define MAX_B 16

@@ -35,9 +35,9 @@
 extern "C" {
 #include <cmocka.h>
 }
-#include "audio.h"
+#include "rnnt_audio.h"
 #include "cu_frontend.h"
-#include "npy.h"
+#include "rnnt_npy.h"
 extern "C" {
 #include "test_util.h"
 }

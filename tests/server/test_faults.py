@@ -1,4 +1,4 @@
-"""Fault injection (RNNTD_FAULT, see engine/fault.h) and the systemd watchdog: each fault gives a clear
+"""Fault injection (RNNTD_FAULT, see engine/shared/fault.h) and the systemd watchdog: each fault gives a clear
 error to the requests it hits and the daemon keeps serving the rest, then exits 0 on SIGTERM.
   engine_nomem   a buffer allocation in the engine run fails     -> 503 out_of_memory + Retry-After
   engine_error   the backend reports a failed launch for a batch  -> 500 internal, next batch fine

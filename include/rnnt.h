@@ -42,6 +42,14 @@ extern "C" {
 
 #define RNNT_VERSION "0.1.0"
 
+/* The shared library librnnt is built with hidden visibility: it exports exactly the functions that
+ * the public headers (include/: this file, rnnt_audio.h, rnnt_npy.h, rnnt_words.h) mark RNNT_API. */
+#if defined(__GNUC__) || defined(__clang__)
+#define RNNT_API __attribute__((visibility("default")))
+#else
+#define RNNT_API
+#endif
+
 typedef enum {
     RNNT_OK = 0,
     RNNT_ERR_INVALID,     /* a bad argument or input: the caller's fault */
@@ -54,7 +62,7 @@ typedef enum {
     RNNT_ERR_TOO_LARGE,   /* more utterances or frames than the runner was created for */
 } rnnt_status;
 
-const char *rnnt_status_str(rnnt_status s);
+RNNT_API const char *rnnt_status_str(rnnt_status s);
 
 typedef enum { RNNT_ACT_HARD = 0, RNNT_ACT_SOFT = 1 } rnnt_lstm_act;
 typedef enum { RNNT_JOINT_RELU = 0, RNNT_JOINT_TANH = 1 } rnnt_joint_act;
@@ -82,15 +90,15 @@ typedef struct {
     long long n_parameters;
 } rnnt_model_info;
 
-rnnt_status rnnt_model_load(const char *dir, rnnt_model **out, char *err, size_t errlen);
-void rnnt_model_free(rnnt_model *m);
-const rnnt_model_info *rnnt_model_get_info(const rnnt_model *m);
+RNNT_API rnnt_status rnnt_model_load(const char *dir, rnnt_model **out, char *err, size_t errlen);
+RNNT_API void rnnt_model_free(rnnt_model *m);
+RNNT_API const rnnt_model_info *rnnt_model_get_info(const rnnt_model *m);
 /* Token text as in tokens.txt, or NULL for an id outside [0, V). */
-const char *rnnt_model_token(const rnnt_model *m, int id);
+RNNT_API const char *rnnt_model_token(const rnnt_model *m, int id);
 /* Encoder frames produced from `frames` input frames. */
-int rnnt_model_encoder_frames(const rnnt_model *m, int frames);
+RNNT_API int rnnt_model_encoder_frames(const rnnt_model *m, int frames);
 /* Text of a token sequence (FORMAT.md, tokens.txt): a malloc'd string, NULL if out of memory. */
-char *rnnt_model_detokenize(const rnnt_model *m, const int *tokens, int n);
+RNNT_API char *rnnt_model_detokenize(const rnnt_model *m, const int *tokens, int n);
 
 typedef enum { RNNT_BACKEND_AUTO = 0, RNNT_BACKEND_CPU, RNNT_BACKEND_CUDA } rnnt_backend_kind;
 typedef enum { RNNT_PRECISION_FP16 = 0, RNNT_PRECISION_FP32 } rnnt_precision;
@@ -109,17 +117,17 @@ typedef struct {
     int cpu_threads;            /* BLAS threads for the CPU backend; 0 = leave the library's setting */
 } rnnt_runner_params;
 
-rnnt_runner_params rnnt_runner_default_params(void);
-rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out,
-                               char *err, size_t errlen);
-void rnnt_runner_free(rnnt_runner *r);
+RNNT_API rnnt_runner_params rnnt_runner_default_params(void);
+RNNT_API rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out,
+                                        char *err, size_t errlen);
+RNNT_API void rnnt_runner_free(rnnt_runner *r);
 /* Gives back scratch memory grown for an unusually large batch (the CPU backend's workspace beyond
  * 16 MB; nothing on CUDA, whose buffers are sized at creation). For a runner about to go idle: the
  * next large batch maps it again. Same thread rules as rnnt_runner_decode. */
-void rnnt_runner_trim(rnnt_runner *r);
-const char *rnnt_runner_backend_name(const rnnt_runner *r); /* "cpu" or "cuda" */
-const char *rnnt_runner_device_name(const rnnt_runner *r);  /* e.g. "NVIDIA H100 80GB HBM3" */
-const rnnt_runner_params *rnnt_runner_get_params(const rnnt_runner *r);
+RNNT_API void rnnt_runner_trim(rnnt_runner *r);
+RNNT_API const char *rnnt_runner_backend_name(const rnnt_runner *r); /* "cpu" or "cuda" */
+RNNT_API const char *rnnt_runner_device_name(const rnnt_runner *r);  /* e.g. "NVIDIA H100 80GB HBM3" */
+RNNT_API const rnnt_runner_params *rnnt_runner_get_params(const rnnt_runner *r);
 
 /* One utterance: frames x feature_dim floats, row-major, not normalised (the model's frontend
  * normalisation is applied by the engine). Must be finite: the runner checks every value and rejects
@@ -154,9 +162,23 @@ typedef struct {
  * on RNNT_OK every results[i] is filled (a per-utterance numeric failure is reported in
  * results[i].status, with no text). An utterance's result never depends on the others in the batch.
  * timing may be NULL. */
-rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results,
-                               rnnt_timing *timing, char *err, size_t errlen);
-void rnnt_result_clear(rnnt_result *res);
+RNNT_API rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results,
+                                        rnnt_timing *timing, char *err, size_t errlen);
+RNNT_API void rnnt_result_clear(rnnt_result *res);
+
+/* One emitted token of a result as a client shows it (rnnt_result_token). rnnt_result.text is the
+ * whole text already (tokens.txt rules, rnnt_model_detokenize); rnnt_words.h groups tokens into words. */
+typedef struct {
+    int id;            /* token id in [0, V) */
+    const char *text;  /* its text in tokens.txt (U+2581 starts a word); lives as long as the model */
+    int frame;         /* encoder frame it was emitted on */
+    double time_s;     /* where it was emitted on the input's time line: frame * frame_shift_s */
+    float prob;        /* rnnt_result.probs[i], or -1 where the backend does not compute it */
+} rnnt_token;
+/* Token i (0 <= i < res->n_tokens) of a result of model m. RNNT_ERR_INVALID for an i out of range or
+ * an id outside the vocabulary (out unchanged). */
+RNNT_API rnnt_status rnnt_result_token(const rnnt_model *m, const rnnt_result *res, int i, rnnt_token *out, char *err,
+                                       size_t errlen);
 
 /* One utterance as PCM at the model's sample rate (rnnt_frontend_sample_rate), mono: exactly one of
  * samples (float, full scale +-1, must be finite) and pcm16 (16-bit, x / 32768) when n_samples > 0. */
@@ -174,8 +196,8 @@ typedef struct {
  * frontend it cannot run, such as dither) runs rnnt_frontend on the calling thread. An utterance
  * shorter than one window has 0 frames. frontend_s (may be NULL): the frontend's time in seconds (GPU
  * time of its kernels on CUDA, host wall time on the CPU path). */
-rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_input *inputs, rnnt_result *results,
-                                     rnnt_timing *timing, double *frontend_s, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_input *inputs, rnnt_result *results,
+                                              rnnt_timing *timing, double *frontend_s, char *err, size_t errlen);
 
 /* ---- The feature frontend: PCM at the model's sample rate -> log-mel features -------------------
  * Computes the model's `frontend` block exactly as models/train/features.py does (FORMAT.md): pre-
@@ -208,35 +230,35 @@ rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_inp
 typedef struct rnnt_frontend rnnt_frontend;
 typedef struct rnnt_frontend_stream rnnt_frontend_stream;
 
-rnnt_status rnnt_frontend_create(const rnnt_model *m, rnnt_frontend **out, char *err, size_t errlen);
-void rnnt_frontend_free(rnnt_frontend *fe);
-int rnnt_frontend_dim(const rnnt_frontend *fe);          /* n_mels = the model's feature_dim */
-int rnnt_frontend_sample_rate(const rnnt_frontend *fe);  /* the rate the samples must have */
-int rnnt_frontend_fft_size(const rnnt_frontend *fe);     /* n_fft */
+RNNT_API rnnt_status rnnt_frontend_create(const rnnt_model *m, rnnt_frontend **out, char *err, size_t errlen);
+RNNT_API void rnnt_frontend_free(rnnt_frontend *fe);
+RNNT_API int rnnt_frontend_dim(const rnnt_frontend *fe);          /* n_mels = the model's feature_dim */
+RNNT_API int rnnt_frontend_sample_rate(const rnnt_frontend *fe);  /* the rate the samples must have */
+RNNT_API int rnnt_frontend_fft_size(const rnnt_frontend *fe);     /* n_fft */
 /* Frames a whole utterance of n samples gives: 0 when n < win_length, else 1 + (n - win_length) / hop. */
-long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n_samples);
+RNNT_API long long rnnt_frontend_frames(const rnnt_frontend *fe, long long n_samples);
 /* The FFT library the engine was built with, e.g. "fftw-3.3.10-sse2-avx" or "kissfft". */
-const char *rnnt_frontend_fft_name(void);
+RNNT_API const char *rnnt_frontend_fft_name(void);
 
-rnnt_status rnnt_frontend_stream_create(const rnnt_frontend *fe, uint64_t dither_seed, rnnt_frontend_stream **out,
-                                        char *err, size_t errlen);
-void rnnt_frontend_stream_free(rnnt_frontend_stream *s);
+RNNT_API rnnt_status rnnt_frontend_stream_create(const rnnt_frontend *fe, uint64_t dither_seed, rnnt_frontend_stream **out,
+                                                 char *err, size_t errlen);
+RNNT_API void rnnt_frontend_stream_free(rnnt_frontend_stream *s);
 /* Forget every sample fed so far: the next sample starts a new utterance. */
-void rnnt_frontend_stream_reset(rnnt_frontend_stream *s);
+RNNT_API void rnnt_frontend_stream_reset(rnnt_frontend_stream *s);
 /* Frames that feeding n more samples would complete (to size the output of the next feed). */
-long long rnnt_frontend_stream_frames_after(const rnnt_frontend_stream *s, size_t n);
+RNNT_API long long rnnt_frontend_stream_frames_after(const rnnt_frontend_stream *s, size_t n);
 /* Feed n samples: float samples in [-1, 1] (16-bit PCM / 32768, as in training) or 16-bit PCM.
  * Writes the frames they complete to out ([frames, n_mels] row-major, at most max_frames rows) and
  * their count to *n_frames. Non-finite samples (RNNT_ERR_INVALID) or more frames than max_frames
  * (RNNT_ERR_TOO_LARGE) consume nothing and leave the stream as it was. */
-rnnt_status rnnt_frontend_feed_f32(rnnt_frontend_stream *s, const float *x, size_t n, float *out, long long max_frames,
-                                   int *n_frames, char *err, size_t errlen);
-rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, size_t n, float *out, long long max_frames,
-                                   int *n_frames, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_frontend_feed_f32(rnnt_frontend_stream *s, const float *x, size_t n, float *out, long long max_frames,
+                                            int *n_frames, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_frontend_feed_s16(rnnt_frontend_stream *s, const int16_t *x, size_t n, float *out, long long max_frames,
+                                            int *n_frames, char *err, size_t errlen);
 /* A whole utterance: *feats is malloc'd [*frames, n_mels] (NULL when there are no frames; free()).
  * Uses dither seed 0. Fails with RNNT_ERR_TOO_LARGE past max_frames frames (0 = no limit but INT_MAX). */
-rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats,
-                                      int *frames, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, size_t n, int max_frames, float **feats,
+                                               int *frames, char *err, size_t errlen);
 /* ---- Streams (issue 13): decoding while the input arrives ---------------------------------------
  *
  *   rnnt_stream  the state of one utterance being decoded as its input arrives: each encoder layer's
@@ -265,9 +287,9 @@ rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, s
  * advances it: any CPU runner of the stream's model, one call after another (the CPU backend keeps
  * the state in host memory); or the first CUDA runner that advances it binds it to a slot of its
  * device memory, and from then on only that runner takes it. Any other runner answers
- * RNNT_ERR_INVALID, nothing changed (a CUDA runner, for a stream a CPU runner has encoded frames of). The model must outlive its streams. Input is features or audio
- * (through an rnnt_frontend shared by any number of streams, which must outlive them), not both in
- * one stream.
+ * RNNT_ERR_INVALID, nothing changed (a CUDA runner, for a stream a CPU runner has encoded frames
+ * of). The model must outlive its streams. Input is features or audio (through an rnnt_frontend
+ * shared by any number of streams, which must outlive them), not both in one stream.
  *
  * rnnt_stream_free may run on any thread (not during the stream's own advance), also after its
  * runner is freed. Accepted cost: freeing the last stream bound to an already freed CUDA runner frees
@@ -275,37 +297,37 @@ rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const float *x, s
  * streams on a latency-bound thread frees its runners last. */
 typedef struct rnnt_stream rnnt_stream;
 
-rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err, size_t errlen);
-void rnnt_stream_free(rnnt_stream *s);
+RNNT_API rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err, size_t errlen);
+RNNT_API void rnnt_stream_free(rnnt_stream *s);
 /* Append frames x feature_dim floats (row-major, not normalised, as rnnt_input). feature_dim must be
  * the model's; every value must be finite (checked unless finite_checked); frames may be 0. Refused
  * (RNNT_ERR_INVALID, the stream unchanged) after rnnt_stream_input_finished; RNNT_ERR_TOO_LARGE when
  * more than an hour of input (360,000 frames) would wait unadvanced. */
-rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
-                                        int finite_checked, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_stream_accept_features(rnnt_stream *s, const float *features, int frames, int feature_dim,
+                                                 int finite_checked, char *err, size_t errlen);
 /* Append n samples of audio at the model's sample rate (floats in [-1, 1], or 16-bit PCM) through fe
  * (rnnt_frontend_create for the stream's model; every call of a stream passes the same one). The
  * stream keeps its own frontend state, so samples may come in any chunks, aligned to the hop or not:
  * the frames are those of rnnt_frontend_compute_f32 on the whole utterance (dither seed 0), and the
  * final result is the whole utterance's decode of them. Refused (stream unchanged) as features are,
  * and for non-finite samples, another frontend, or a stream that took features. */
-rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n,
-                                         char *err, size_t errlen);
-rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n,
-                                         char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_stream_accept_audio_f32(rnnt_stream *s, const rnnt_frontend *fe, const float *samples, size_t n,
+                                                  char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_stream_accept_audio_s16(rnnt_stream *s, const rnnt_frontend *fe, const int16_t *samples, size_t n,
+                                                  char *err, size_t errlen);
 /* Input frames accepted so far (fed as features, or made from audio). */
-long long rnnt_stream_frames_in(const rnnt_stream *s);
+RNNT_API long long rnnt_stream_frames_in(const rnnt_stream *s);
 /* No more input: the next advance encodes the last partial groups and decodes to the end. */
-rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_stream_input_finished(rnnt_stream *s, char *err, size_t errlen);
 /* 1 when an advance would do work: a new stacked frame can be encoded, or the input is finished and
  * not yet all decoded. */
-int rnnt_stream_ready(const rnnt_stream *s);
+RNNT_API int rnnt_stream_ready(const rnnt_stream *s);
 /* 1 when the input is finished and all of it decoded, or decoding stopped on a non-finite joint
  * output (status RNNT_ERR_NUMERIC; further features are refused with that status): the result from
  * rnnt_stream_get_result is final. */
-int rnnt_stream_is_final(const rnnt_stream *s);
+RNNT_API int rnnt_stream_is_final(const rnnt_stream *s);
 /* Input frames accepted but not yet encoded. */
-int rnnt_stream_pending_frames(const rnnt_stream *s);
+RNNT_API int rnnt_stream_pending_frames(const rnnt_stream *s);
 
 /* Advance n (1..max_batch) distinct streams of the runner's model by one chunk each, as one batch:
  * every stream's pending input (up to the runner's max_frames frames of it) is encoded, and every
@@ -318,16 +340,16 @@ int rnnt_stream_pending_frames(const rnnt_stream *s);
  * overran its step bound) stops every stream of the batch: each becomes final with status
  * RNNT_ERR_DEVICE in its result and no text (its tokens so far stay), and later advances leave it
  * alone; the caller ends those streams (the daemon closes each one of the failed batch). */
-rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
-                                        char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
+                                                 char *err, size_t errlen);
 
 /* The result so far (tokens, frames, text, encoder_frames decoded so far, status), as a copy owned by
  * the caller (res: zeroed or cleared beforehand; release with rnnt_result_clear). A partial result
  * only grows: later chunks append tokens. Final once rnnt_stream_is_final(s). */
-rnnt_status rnnt_stream_get_result(const rnnt_stream *s, rnnt_result *res, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_stream_get_result(const rnnt_stream *s, rnnt_result *res, char *err, size_t errlen);
 
 /* 1 when the engine was built with the CUDA backend and at least one device is usable. */
-int rnnt_cuda_available(void);
+RNNT_API int rnnt_cuda_available(void);
 
 #ifdef __cplusplus
 }
