@@ -227,9 +227,10 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
             }
             const float ai = __shfl_sync(0xffffffffu, v, ul), af = __shfl_sync(0xffffffffu, v, 8 + ul);
             const float ag = __shfl_sync(0xffffffffu, v, 16 + ul), ao = __shfl_sync(0xffffffffu, v, 24 + ul);
-            const float ig = sig<HARD>(ai), fg = sig<HARD>(af), gg = phi<HARD>(ag), og = sig<HARD>(ao);
+            const float ig = gate_sig<HARD>(ai), fg = gate_sig<HARD>(af), gg = gate_tanh<HARD>(ag);
+            const float og = gate_sig<HARD>(ao);
             const float cn = __fadd_rn(__fmul_rn(fg, c[i]), __fmul_rn(ig, gg));
-            const float hn = __fmul_rn(og, phi<HARD>(cn));
+            const float hn = __fmul_rn(og, gate_tanh<HARD>(cn));
             c[i] = cn;
             const __half hh = jv ? __float2half_rn(hn) : __float2half_rn(0.0f);
             /* h_t of row b is read at step t + 1 only if t + 1 < len[b] */

@@ -1,6 +1,6 @@
 /* cu_persist_dev.cuh — device helpers of the persistent LSTM recurrences, shared by cu_persist.cu (one
- * layer) and cu_wave.cu (a wavefront of layers): the gate activations, the fp16 tensor-core MMA, the
- * release/acquire counters blocks wait on, and the W_hh fragments a block keeps in registers. One
+ * layer) and cu_wave.cu (a wavefront of layers): the fp16 tensor-core MMA, the release/acquire
+ * counters blocks wait on, and the W_hh fragments a block keeps in registers. One
  * definition each, so both kernels compute the same bits. Included by those two files only. */
 #ifndef RNNT_CU_PERSIST_DEV_CUH
 #define RNNT_CU_PERSIST_DEV_CUH
@@ -8,20 +8,9 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "cu_common.h"
+#include "cu_device.cuh" /* the gate activations gate_sig, gate_tanh */
 
 namespace {
-
-template <bool HARD>
-__device__ __forceinline__ float sig(float x)
-{
-    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
-}
-template <bool HARD>
-__device__ __forceinline__ float phi(float x)
-{
-    return HARD ? cu_hardtanh(x) : tanhf(x);
-}
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
