@@ -5,6 +5,9 @@
 # (name, program, environment) for tests/gpu/device-gpu-label.sh there (`run` with carry [".gpu/label"]).
 # So the device runs exactly what `ctest -L gpu` would, with no list kept by hand.
 #   tests/gpu/stage-gpu-label.sh [BUILD_DIR]     (default build-cuda)
+# The pack also holds the daemon (bin/rnntd) and the scripts of device-gpufe.sh's `daemon` step and
+# device-cudastream.sh's `server` step, so one carry also checks the daemon's CUDA audio and stream paths:
+#   bash .gpu/label/device-gpufe.sh daemon; bash .gpu/label/device-cudastream.sh server
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
@@ -28,6 +31,11 @@ open(out + "/tests.tsv", "w").write("\n".join(rows) + "\n")
 open(out + "/progs.txt", "w").write("\n".join(progs) + "\n")
 ' "$PWD" "$dest"
 mapfile -t progs < "$dest/progs.txt"
-tests/gpu/stage-pack.sh "$dest" "${progs[@]}"
-cp tests/gpu/device-gpu-label.sh tests/gpu/device-common.sh "$dest/"
+tests/gpu/stage-pack.sh "$dest" "${progs[@]}" "$build"/server/rnntd
+mkdir -p "$dest/whl"
+[ -n "$(ls "$dest"/whl/websockets-*.whl 2>/dev/null)" ] ||
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest/whl" websockets==12.0
+cp tests/gpu/device-gpu-label.sh tests/gpu/device-common.sh tests/gpu/device-gpufe.sh tests/gpu/daemon_audio.py \
+  tests/gpu/device-cudastream.sh tests/bench/stream_loadgen.py tests/server/test_stream.py tests/server/harness.py "$dest/"
 cat "$dest/tests.tsv"
