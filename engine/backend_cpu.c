@@ -337,17 +337,7 @@ typedef struct {
 static void plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *st, int max_frames, chunk_plan *c)
 {
     memset(c, 0, sizeof *c);
-    if (st->flushed || st->dec.status != RNNT_OK) return;
-    int k = m->stacking, limit = max_frames > k ? max_frames : k; /* at least one stacked frame */
-    int take = st->n_feats < limit ? st->n_feats : limit;
-    c->flush = st->finished && take == st->n_feats;
-    c->take = c->flush ? take : take / k * k;
-    c->rows[0] = c->flush ? rnnt_stacked_len(c->take, k) : c->take / k;
-    for (int l = 0; l < m->n_enc - 1; l++) {
-        int have = st->rem_rows[l] + c->rows[l], s = m->enc[l].time_stack;
-        c->rows[l + 1] = c->flush ? rnnt_stacked_len(have, s) : have / s;
-    }
-    c->rows[m->n_enc] = c->rows[m->n_enc - 1];
+    rnnt_stream_plan_chunk(m, st, max_frames, &c->take, &c->flush, c->rows);
 }
 
 /* The chunk workspace of n streams. Each layer's input rows, pre-activations and the encoder output
@@ -427,7 +417,7 @@ static void cpu_encode_chunk(const struct rnnt_model *m, int n, struct rnnt_stre
                 memset(c[b].y[l] + (size_t)have * H, 0, sizeof(float) * (size_t)(whole - have) * H);
             /* Whole groups are the next layer's input rows; the rest waits for the next chunk. */
             memcpy(c[b].x[l + 1], c[b].y[l], sizeof(float) * (size_t)whole * H);
-            st[b]->rem_rows[l] = have > whole ? have - whole : 0;
+            st[b]->rem_rows[l] = rnnt_stream_rem_after(m, st[b], c[b].rows, l);
             memcpy(st[b]->rem[l], c[b].y[l] + (size_t)whole * H, sizeof(float) * (size_t)st[b]->rem_rows[l] * H);
         }
     }

@@ -266,3 +266,21 @@ nomem:
     rnnt_result_clear(res);
     return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory for a stream's result");
 }
+
+void rnnt_stream_plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *s, int max_frames, int *take, int *flush,
+                            int rows[RNNT_STREAM_MAX_LAYERS + 1])
+{
+    *take = *flush = 0;
+    memset(rows, 0, sizeof(int) * (RNNT_STREAM_MAX_LAYERS + 1));
+    if (s->flushed || s->dec.status != RNNT_OK) return;
+    int k = m->stacking, limit = max_frames > k ? max_frames : k; /* at least one stacked frame */
+    int n = s->n_feats < limit ? s->n_feats : limit;
+    *flush = s->finished && n == s->n_feats;
+    *take = *flush ? n : n / k * k;
+    rows[0] = *flush ? rnnt_stacked_len(*take, k) : *take / k;
+    for (int l = 0; l < m->n_enc - 1; l++) {
+        int have = s->rem_rows[l] + rows[l], ts = m->enc[l].time_stack;
+        rows[l + 1] = *flush ? rnnt_stacked_len(have, ts) : have / ts;
+    }
+    rows[m->n_enc] = rows[m->n_enc - 1];
+}

@@ -94,6 +94,21 @@ rnnt_status rnnt_stream_reserve_tokens(struct rnnt_stream *s, size_t more);
 /* Take the first `frames` input frames off the stream (they were encoded). */
 void rnnt_stream_drop_frames(struct rnnt_stream *s, int frames);
 
+/* A stream's next chunk at every level, the one rule both backends advance by: *take input frames
+ * (at most max_frames, at least one stacked frame; whole groups of the frame stacking unless the end of
+ * input is in the chunk), *flush whether it is (the last partial groups are then zero-padded, as the
+ * whole utterance pads them), rows[0] stacked input rows, rows[l] input rows of encoder layer l,
+ * rows[n_enc] new encoder frames. All zero for a flushed or stopped stream. */
+void rnnt_stream_plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *s, int max_frames, int *take, int *flush,
+                            int rows[RNNT_STREAM_MAX_LAYERS + 1]);
+/* Rows of time-stacked layer l's output left for the next chunk after one of `rows` (as planned):
+ * what does not make a whole group of the next layer's input. */
+static inline int rnnt_stream_rem_after(const struct rnnt_model *m, const struct rnnt_stream *s, const int *rows, int l)
+{
+    int have = s->rem_rows[l] + rows[l], whole = rows[l + 1] * m->enc[l].time_stack;
+    return have > whole ? have - whole : 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

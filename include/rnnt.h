@@ -283,12 +283,18 @@ RNNT_API rnnt_status rnnt_frontend_compute_f32(const rnnt_frontend *fe, const fl
  * the whole utterance is).
  *
  * Thread safety: a stream is used by one thread at a time (feeding, advancing, reading its result
- * must not overlap: the caller serialises them); different streams are independent. Any runner of the
- * stream's model may advance it, one call after another (the CPU backend keeps the state in host
- * memory). The model must outlive its streams. Input is features or audio (through an rnnt_frontend
+ * must not overlap: the caller serialises them); different streams are independent. Which runner
+ * advances it: any CPU runner of the stream's model, one call after another (the CPU backend keeps
+ * the state in host memory); or the first CUDA runner that advances it binds it to a slot of its
+ * device memory, and from then on only that runner takes it. Any other runner answers
+ * RNNT_ERR_INVALID, nothing changed (a CUDA runner, for a stream a CPU runner has encoded frames
+ * of). The model must outlive its streams. Input is features or audio (through an rnnt_frontend
  * shared by any number of streams, which must outlive them), not both in one stream.
  *
- * The CPU backend advances streams; the CUDA backend answers RNNT_ERR_UNSUPPORTED for now. */
+ * rnnt_stream_free may run on any thread (not during the stream's own advance), also after its
+ * runner is freed. Accepted cost: freeing the last stream bound to an already freed CUDA runner frees
+ * that runner's slot pool there (cudaFree, which waits for the whole device); a daemon that frees
+ * streams on a latency-bound thread frees its runners last. */
 typedef struct rnnt_stream rnnt_stream;
 
 RNNT_API rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err, size_t errlen);
@@ -326,9 +332,14 @@ RNNT_API int rnnt_stream_pending_frames(const rnnt_stream *s);
 /* Advance n (1..max_batch) distinct streams of the runner's model by one chunk each, as one batch:
  * every stream's pending input (up to the runner's max_frames frames of it) is encoded, and every
  * encoder frame that exists is decoded. Streams with nothing to do may be passed (they cost nothing);
- * streams may have different amounts of input. On an error return no stream has changed. A stream
- * whose joint output turns non-finite stops (final, status RNNT_ERR_NUMERIC in its result, no text);
- * the others go on. timing may be NULL. */
+ * streams may have different amounts of input. A stream whose joint output turns non-finite stops
+ * (final, status RNNT_ERR_NUMERIC in its result, no text); the others go on. timing may be NULL.
+ * Errors: a refusal found before any work (RNNT_ERR_INVALID, _TOO_LARGE, _NOMEM: a bad argument, a
+ * stream bound to another runner, no memory) leaves every stream as it was. A device error once the
+ * CUDA backend has begun changing the streams' device state (a failed launch or copy, a decoding that
+ * overran its step bound) stops every stream of the batch: each becomes final with status
+ * RNNT_ERR_DEVICE in its result and no text (its tokens so far stay), and later advances leave it
+ * alone; the caller ends those streams (the daemon closes each one of the failed batch). */
 RNNT_API rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing,
                                                  char *err, size_t errlen);
 

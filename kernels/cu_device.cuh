@@ -1,10 +1,12 @@
 /* cu_device.cuh — device helpers shared by the decoding kernels (cu_kernels.cu, cu_dec_fused.cu): the
- * warp sum, the LSTM cell, the joint's activation and one output's logit, the predictor's row groups
- * and the greedy multi-blank rule for one slot. One definition each, so every path computes the same
- * bits in the same order.
+ * warp sum, the LSTM cell, the joint's activation and one output's logit, the predictor's row groups,
+ * the greedy multi-blank rule for one slot and one decoding step of a batch (also cu_stream.cu's). One
+ * definition each, so every path computes the same bits in the same order.
  * Thread safety: device functions of their arguments; each slot is written by one thread. */
 #ifndef RNNT_CU_DEVICE_CUH
 #define RNNT_CU_DEVICE_CUH
+
+#include <cub/block/block_scan.cuh>
 
 #include "cu_kernels.h"
 #include "multiblank.h"
@@ -203,6 +205,46 @@ __device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_
     emits = emits && live;
     *emits_out = emits;
     *live_out = live;
+}
+
+/* One decoding step of the whole batch in one block of THREADS threads (k_dec_update, k_stream_update):
+ * the rule for every slot not done, the emitter list rebuilt (st.emit, counts[0]), the live slots
+ * counted (counts[1]), the step counted (counts[2]) and an overrun of rule.max_iters flagged
+ * (counts[3]). probs: NULL, or [nb, st.cap] that gets pk[b], the probability of each label emitted.
+ * Returns the live slots (the same in every thread). */
+template <int THREADS>
+__device__ __forceinline__ int dec_update_block(int nb, const cu_dec_rule &rule, const cu_dec_state &st,
+                                                const float *__restrict__ pk, float *__restrict__ probs)
+{
+    typedef cub::BlockScan<int, THREADS> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    __shared__ int overrun;
+    int iter = st.counts[2] + 1;
+    if (threadIdx.x == 0) overrun = iter > rule.max_iters;
+    __syncthreads();
+    int base = 0, active = 0;
+    for (int b0 = 0; b0 < nb; b0 += THREADS) {
+        int b = b0 + threadIdx.x;
+        int emits = 0, live = 0;
+        if (b < nb && !st.done[b]) {
+            int n0 = probs ? st.n_tok[b] : 0;
+            dec_rule_slot(rule, st, b, overrun, &emits, &live);
+            if (probs && st.n_tok[b] > n0 && n0 < st.cap) probs[(size_t)b * st.cap + n0] = pk[b];
+        }
+        int pos, total;
+        scan_t(tmp).ExclusiveSum(emits, pos, total);
+        if (emits) st.emit[base + pos] = b;
+        base += total;
+        active += __syncthreads_count(live);
+        __syncthreads(); /* tmp is reused by the next chunk */
+    }
+    if (threadIdx.x == 0) {
+        st.counts[0] = base;
+        st.counts[1] = active;
+        st.counts[2] = iter;
+        if (overrun) st.counts[3] = 1;
+    }
+    return active;
 }
 
 } // namespace

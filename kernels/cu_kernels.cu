@@ -298,31 +298,8 @@ __global__ void __launch_bounds__(kUpdThreads) k_dec_update(int nb, cu_dec_rule 
                                                             int use_cond, cudaGraphConditionalHandle cond,
                                                             int *active_host)
 {
-    typedef cub::BlockScan<int, kUpdThreads> scan_t;
-    __shared__ typename scan_t::TempStorage tmp;
-    __shared__ int overrun;
-    int iter = st.counts[2] + 1;
-    if (threadIdx.x == 0) overrun = iter > rule.max_iters;
-    __syncthreads();
-    int base = 0, active = 0;
-    for (int b0 = 0; b0 < nb; b0 += kUpdThreads) {
-        int b = b0 + threadIdx.x;
-        int emits = 0, live = 0;
-        if (b < nb && !st.done[b]) {
-            dec_rule_slot(rule, st, b, overrun, &emits, &live);
-        }
-        int pos, total;
-        scan_t(tmp).ExclusiveSum(emits, pos, total);
-        if (emits) st.emit[base + pos] = b;
-        base += total;
-        active += __syncthreads_count(live);
-        __syncthreads(); /* tmp is reused by the next chunk */
-    }
+    int active = dec_update_block<kUpdThreads>(nb, rule, st, NULL, NULL);
     if (threadIdx.x == 0) {
-        st.counts[0] = base;
-        st.counts[1] = active;
-        st.counts[2] = iter;
-        if (overrun) st.counts[3] = 1;
         if (use_cond) cudaGraphSetConditional(cond, active > 0 ? 1u : 0u);
         if (active_host) *(volatile int *)active_host = active;
     }

@@ -1,6 +1,8 @@
 /* cu_persist.cu — persistent tensor-core LSTM recurrence with register-resident W_hh (see cu_persist.h). */
 #include "cu_persist.h"
 
+#include "cu_persist_dev.cuh"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -31,43 +33,6 @@ struct prm {
 
 int g_backoff_ns = 0;
 
-template <bool HARD>
-__device__ __forceinline__ float sig(float x)
-{
-    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
-}
-template <bool HARD>
-__device__ __forceinline__ float phi(float x)
-{
-    return HARD ? cu_hardtanh(x) : tanhf(x);
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void red_release_add(unsigned *p, unsigned v)
-{
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-/* spin until *p >= target (a lost block traps instead of hanging) */
-__device__ __forceinline__ void spin_until(const unsigned *p, unsigned target, int backoff)
-{
-    for (unsigned spins = 0; ld_acquire(p) < target; spins++) {
-        if (spins > (1u << 26)) __trap();
-        if (backoff) __nanosleep(backoff);
-    }
-}
 __device__ __forceinline__ void ld_relaxed_v2(const unsigned long long *p, unsigned long long &a, unsigned long long &b)
 {
     asm volatile("ld.relaxed.gpu.global.v2.u64 {%0,%1}, [%2];\n" : "=l"(a), "=l"(b) : "l"(p) : "memory");
@@ -77,15 +42,6 @@ __device__ __forceinline__ void st_relaxed(unsigned long long *p, unsigned long 
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
 
-__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
-{
-    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
-}
-/* zero the halves of a 32-bit pair whose K index (k, k + 1) is >= H */
-__device__ __forceinline__ uint32_t mask2(uint32_t v, int k, int H)
-{
-    return k >= H ? 0u : (k + 1 >= H ? (v & 0xffffu) : v);
-}
 
 /* KS: k16 steps per warp (K slice = 16 * KS); NT: n-tiles of 8 rows (nb <= 8 * NT); MODE: sync. */
 template <bool HARD, int KS, int NT, int MODE>
@@ -104,31 +60,8 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
      * pieces 64 bytes apart, so every sector crossed the L2 twice). */
     auto kch = [&](int v) { return 8 * (w * (2 * KS) + 4 * v + q); };
 
-    /* A fragments: row R of the block is gate R / 8 of unit j0 + R % 8. Step s = 2v + e of this thread
-     * uses K = kch(v) + 4e + {0, 1} as the fragment's columns 2q, 2q+1 and kch(v) + 4e + {2, 3} as 2q+8,
-     * 2q+9 (the same permutation as the B side, so the dot products are unchanged). */
-    uint32_t A[2][KS][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++) {
-        const int R0 = mt * 16 + g, R1 = R0 + 8;
-        const int ja = j0 + (R0 & 7), jb = j0 + (R1 & 7);
-        const __half *ra = P.w + (size_t)((R0 >> 3) * H + ja) * hp, *rb = P.w + (size_t)((R1 >> 3) * H + jb) * hp;
-        const __half z = __float2half_rn(0.0f);
-#pragma unroll
-        for (int s = 0; s < KS; s++) {
-            const int k = kch(s >> 1) + 4 * (s & 1);
-            __half va[4], vb[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                va[e] = ja < H && k + e < H ? ra[k + e] : z;
-                vb[e] = jb < H && k + e < H ? rb[k + e] : z;
-            }
-            A[mt][s][0] = pack2(va[0], va[1]);
-            A[mt][s][1] = pack2(vb[0], vb[1]);
-            A[mt][s][2] = pack2(va[2], va[3]);
-            A[mt][s][3] = pack2(vb[2], vb[3]);
-        }
-    }
+    uint32_t A[2][KS][4]; /* W_hh fragments */
+    load_whh_fragments<KS>(A, P.w, H, hp, j0, w, g, q);
 
     /* Cell items: lane = gate row R (gate R / 8, unit R % 8) of columns b = w + 8i. */
     const int gr = lane >> 3, ul = lane & 7, j = j0 + ul;
@@ -174,7 +107,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
             /* every h_{t-1} row this block loads: warp index l arrived at steps s < t with s + 1 < mll(l) */
             const int m1 = mll - 1, steps = t < m1 ? t : m1;
             const bool poller = MODE == CU_PERSIST_SYNC_WARP ? lane < 8 : (w == 0 && lane < 8);
-            if (poller && steps > 0) spin_until(ctr_l, nblk * (unsigned)steps, P.backoff);
+            if (poller && steps > 0) spin_until(ctr_l, nblk * (unsigned)steps, P.backoff, 1u << 26);
             if (MODE == CU_PERSIST_SYNC_WARP) __syncwarp();
             else __syncthreads();
         }
@@ -294,9 +227,10 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
             }
             const float ai = __shfl_sync(0xffffffffu, v, ul), af = __shfl_sync(0xffffffffu, v, 8 + ul);
             const float ag = __shfl_sync(0xffffffffu, v, 16 + ul), ao = __shfl_sync(0xffffffffu, v, 24 + ul);
-            const float ig = sig<HARD>(ai), fg = sig<HARD>(af), gg = phi<HARD>(ag), og = sig<HARD>(ao);
+            const float ig = gate_sig<HARD>(ai), fg = gate_sig<HARD>(af), gg = gate_tanh<HARD>(ag);
+            const float og = gate_sig<HARD>(ao);
             const float cn = __fadd_rn(__fmul_rn(fg, c[i]), __fmul_rn(ig, gg));
-            const float hn = __fmul_rn(og, phi<HARD>(cn));
+            const float hn = __fmul_rn(og, gate_tanh<HARD>(cn));
             c[i] = cn;
             const __half hh = jv ? __float2half_rn(hn) : __float2half_rn(0.0f);
             /* h_t of row b is read at step t + 1 only if t + 1 < len[b] */
@@ -332,7 +266,7 @@ __global__ void __launch_bounds__(THREADS, 1) k_persist(prm P)
             __syncthreads();
             if (tid == 0) red_release_add(&P.ctl[0], 1u);
             finish();
-            if (tid == 0) spin_until(&P.ctl[0], nblk * (unsigned)(t + 1), P.backoff);
+            if (tid == 0) spin_until(&P.ctl[0], nblk * (unsigned)(t + 1), P.backoff, 1u << 26);
             __syncthreads();
         } else if (MODE >= CU_PERSIST_SYNC_WARP) {
             /* per-warp arrival, no block barrier: the warp's h stores, then lane 0's release */

@@ -224,7 +224,7 @@ __global__ void k_dec_scatter(int nb, int V, const int *__restrict__ slot, const
     si[SI_PEND] = pend;
     si[SI_TCARRY] = st.t[b] - st.t_enc[b] > 0 ? st.t[b] - st.t_enc[b] : 0;
     si[SI_LABELS] = st.labels[b];
-    si[SI_STATUS] = st.status[b] == 1 ? 1 : 0;
+    si[SI_STATUS] = st.status[b]; /* 1 non-finite, 2 the step bound overrun: the slot stays stopped */
 }
 
 /* Joint + argmax + the argmax's softmax probability for the slots that are not done: the logits of
@@ -274,34 +274,7 @@ __global__ void k_joint_prob(int J, int n_out, const float *__restrict__ fproj, 
 __global__ void __launch_bounds__(kScanThreads) k_stream_update(int nb, cu_dec_rule rule, cu_dec_state st,
                                                                 const float *__restrict__ pk, float *__restrict__ probs)
 {
-    typedef cub::BlockScan<int, kScanThreads> scan_t;
-    __shared__ typename scan_t::TempStorage tmp;
-    __shared__ int overrun;
-    int iter = st.counts[2] + 1;
-    if (threadIdx.x == 0) overrun = iter > rule.max_iters;
-    __syncthreads();
-    int base = 0, active = 0;
-    for (int b0 = 0; b0 < nb; b0 += kScanThreads) {
-        int b = b0 + threadIdx.x;
-        int emits = 0, live = 0;
-        if (b < nb && !st.done[b]) {
-            int n0 = st.n_tok[b];
-            dec_rule_slot(rule, st, b, overrun, &emits, &live);
-            if (st.n_tok[b] > n0 && n0 < st.cap) probs[(size_t)b * st.cap + n0] = pk[b];
-        }
-        int pos, total;
-        scan_t(tmp).ExclusiveSum(emits, pos, total);
-        if (emits) st.emit[base + pos] = b;
-        base += total;
-        active += __syncthreads_count(live);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        st.counts[0] = base;
-        st.counts[1] = active;
-        st.counts[2] = iter;
-        if (overrun) st.counts[3] = 1;
-    }
+    dec_update_block<kScanThreads>(nb, rule, st, pk, probs);
 }
 
 /* Row b's results: [n_tok, steps, skipped, status, t, 0, 0, 0, tokens[cap], frames[cap], probs[cap]]. */
@@ -644,18 +617,17 @@ namespace {
 
 void plan_chunk(const struct rnnt_model *m, const struct rnnt_stream *st, int max_frames, plan *c)
 {
-    memset(c, 0, sizeof *c);
-    if (st->flushed || st->dec.status != RNNT_OK) return;
-    int k = m->stacking, limit = max_frames > k ? max_frames : k;
-    int take = st->n_feats < limit ? st->n_feats : limit;
-    c->flush = st->finished && take == st->n_feats;
-    c->take = c->flush ? take : take / k * k;
-    c->rows[0] = c->flush ? rnnt_stacked_len(c->take, k) : c->take / k;
-    for (int l = 0; l < m->n_enc - 1; l++) {
-        int have = st->rem_rows[l] + c->rows[l], s = m->enc[l].time_stack;
-        c->rows[l + 1] = c->flush ? rnnt_stacked_len(have, s) : have / s;
-    }
-    c->rows[m->n_enc] = c->rows[m->n_enc - 1];
+    rnnt_stream_plan_chunk(m, st, max_frames, &c->take, &c->flush, c->rows);
+}
+
+/* Whether a stream not bound yet has encoded rows already (a CPU runner advanced it): a fresh slot
+ * would start from zeros, so such a stream stays with the CPU backend. */
+bool encoded_on_host(const struct rnnt_model *m, const struct rnnt_stream *st)
+{
+    if (st->enc_frames > 0) return true;
+    for (int l = 0; l < m->n_enc; l++)
+        if (st->rem_rows[l] > 0) return true;
+    return false;
 }
 
 meta_view meta_of(int *base, int B, int n_enc)
@@ -676,6 +648,18 @@ rnnt_status wait_stream(cu_streams *c, char *err, size_t errlen)
     CU_TRY(cudaEventRecord(c->ev_wait, c->s));
     CU_TRY(cudaEventSynchronize(c->ev_wait));
     return RNNT_OK;
+}
+
+/* An error after the slots began to change: the device finishes what was queued (its result is
+ * ignored: the error reported is the first one), and every stream of the batch stops with
+ * RNNT_ERR_DEVICE (final; later advances leave it alone), since its slot may be ahead of its host
+ * state. Returns s. */
+rnnt_status fail_batch(cu_streams *c, int n, struct rnnt_stream *const *st, rnnt_status s)
+{
+    char ignored[8];
+    (void)wait_stream(c, ignored, sizeof ignored);
+    for (int b = 0; b < n; b++) st[b]->dec.status = RNNT_ERR_DEVICE;
+    return s;
 }
 
 dim3 grid2(int cols, int rows) { return dim3((unsigned)cu_div_up(cols, 128), (unsigned)rows); }
@@ -826,6 +810,25 @@ rnnt_status enqueue_decoder(cu_streams *c, int nb, const meta_view &dv, int Te, 
     return RNNT_OK;
 }
 
+/* The encoder and the decoder of the batch (n streams in nb rows), then its results into h_out;
+ * waits for the device. */
+rnnt_status advance_on_device(cu_streams *c, int n, int nb, const meta_view &dv, const int *T, char *err, size_t errlen)
+{
+    const cu_weights *w = c->w;
+    const int n_enc = w->n_enc;
+    CU_TRY(cudaEventRecord(c->ev[0], c->s));
+    rnnt_status rs = w->dt == CU_F16 ? enqueue_encoder<__half>(c, nb, dv, T, err, errlen) : enqueue_encoder<float>(c, nb, dv, T, err, errlen);
+    if (rs) return rs;
+    CU_TRY(cudaEventRecord(c->ev[1], c->s));
+    rs = w->dt == CU_F16 ? enqueue_decoder<__half>(c, nb, dv, T[n_enc], err, errlen)
+                         : enqueue_decoder<float>(c, nb, dv, T[n_enc], err, errlen);
+    if (rs) return rs;
+    CU_TRY(cudaEventRecord(c->ev[2], c->s));
+    const size_t row = 8 + 3 * (size_t)c->cap;
+    CU_TRY(cudaMemcpyAsync(c->h_out, c->out_dev, (size_t)n * row * sizeof(int), cudaMemcpyDeviceToHost, c->s));
+    return wait_stream(c, err, errlen);
+}
+
 } // namespace
 
 rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *st, rnnt_timing *timing, char *err,
@@ -845,6 +848,8 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
     for (int b = 0; b < n; b++) {
         if (st[b]->dev.owner && st[b]->dev.owner != c)
             return cu_set_err(err, errlen, RNNT_ERR_INVALID, "stream %d is bound to another runner's device", b);
+        if (!st[b]->dev.owner && encoded_on_host(m, st[b]))
+            return cu_set_err(err, errlen, RNNT_ERR_INVALID, "stream %d was advanced by the CPU backend: its state is in host memory", b);
         plan_chunk(m, st[b], c->p.max_frames, &pl[b]);
         for (int l = 0; l <= n_enc; l++) T[l] = pl[b].rows[l] > T[l] ? pl[b].rows[l] : T[l];
         /* Everything that can fail on the host comes before any stream changes. */
@@ -879,9 +884,20 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
         if (pl[b].take) memcpy(c->h_raw + used * F, s->feats, (size_t)pl[b].take * F * sizeof(float));
         used += (size_t)pl[b].take;
     }
-    CU_TRY(cudaMemcpyAsync(c->meta_dev, c->h_meta, c->meta_ints * 4, cudaMemcpyHostToDevice, c->s));
-    if (used) CU_TRY(cudaMemcpyAsync(c->raw_dev, c->h_raw, used * F * sizeof(float), cudaMemcpyHostToDevice, c->s));
-    /* From here on the slots change: the streams are bound to them whatever happens. */
+    /* A failed copy changes no slot: the fresh ones go back, the stream is synchronised (the next
+     * advance reuses the pinned buffers), and no stream has changed. */
+    cudaError_t ce = cudaMemcpyAsync(c->meta_dev, c->h_meta, c->meta_ints * 4, cudaMemcpyHostToDevice, c->s);
+    if (ce == cudaSuccess && used)
+        ce = cudaMemcpyAsync(c->raw_dev, c->h_raw, used * F * sizeof(float), cudaMemcpyHostToDevice, c->s);
+    if (ce != cudaSuccess) {
+        char ignored[8];
+        (void)wait_stream(c, ignored, sizeof ignored);
+        for (int b = 0; b < n; b++)
+            if (fresh_slot[b] >= 0) slot_release(c, fresh_slot[b]);
+        return cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: %s", cudaGetErrorString(ce));
+    }
+    /* From here on the slots change: the streams are bound to them whatever happens, and an error
+     * stops the whole batch (fail_batch). */
     for (int b = 0; b < n; b++)
         if (!st[b]->dev.owner) {
             st[b]->dev.ops = c->ops;
@@ -889,22 +905,19 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
             st[b]->dev.slot = fresh_slot[b];
             st[b]->dev.release = slot_release;
         }
-    CU_TRY(cudaEventRecord(c->ev[0], c->s));
-    rnnt_status rs = w->dt == CU_F16 ? enqueue_encoder<__half>(c, nb, dv, T, err, errlen) : enqueue_encoder<float>(c, nb, dv, T, err, errlen);
-    if (rs) return rs;
-    CU_TRY(cudaEventRecord(c->ev[1], c->s));
-    rs = w->dt == CU_F16 ? enqueue_decoder<__half>(c, nb, dv, T[n_enc], err, errlen)
-                         : enqueue_decoder<float>(c, nb, dv, T[n_enc], err, errlen);
-    if (rs) return rs;
-    CU_TRY(cudaEventRecord(c->ev[2], c->s));
-    const size_t row = 8 + 3 * (size_t)c->cap;
-    CU_TRY(cudaMemcpyAsync(c->h_out, c->out_dev, (size_t)n * row * sizeof(int), cudaMemcpyDeviceToHost, c->s));
-    RNNT_TRY(wait_stream(c, err, errlen));
+    rnnt_status rs = advance_on_device(c, n, nb, dv, T, err, errlen);
+    if (rs) return fail_batch(c, n, st, rs);
 
+    const size_t row = 8 + 3 * (size_t)c->cap;
+    /* An overrun anywhere fails the batch before any stream is updated (a stream stopped before keeps
+     * its slot's status and is left alone). */
+    for (int b = 0; b < n; b++)
+        if (st[b]->dec.status == RNNT_OK && c->h_out[(size_t)b * row + 3] == 2)
+            return fail_batch(c, n, st,
+                              cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: decoding of stream %d overran its step bound", b));
     for (int b = 0; b < n; b++) {
         struct rnnt_stream *s = st[b];
         const int *o = c->h_out + (size_t)b * row;
-        if (o[3] == 2) return cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: decoding of stream %d overran its step bound", b);
         rnnt_dec_state *d = &s->dec;
         int base = s->enc_frames, n_new = o[0] < c->cap ? o[0] : c->cap;
         /* the frames a big blank skipped so far, as the decoder counts them (without the part beyond
@@ -920,10 +933,7 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
         d->n_tokens += n_new;
         d->steps += o[1];
         rnnt_stream_drop_frames(s, pl[b].take);
-        for (int l = 0; l < n_enc - 1; l++) {
-            int have = s->rem_rows[l] + pl[b].rows[l], whole = pl[b].rows[l + 1] * m->enc[l].time_stack;
-            s->rem_rows[l] = have > whole ? have - whole : 0;
-        }
+        for (int l = 0; l < n_enc - 1; l++) s->rem_rows[l] = rnnt_stream_rem_after(m, s, pl[b].rows, l);
         s->enc_frames += pl[b].rows[n_enc];
         if (pl[b].flush) s->flushed = 1;
         if (o[4] >= 0) d->t = base + o[4];
@@ -931,10 +941,10 @@ rnnt_status cu_streams_advance(cu_streams *c, int n, struct rnnt_stream *const *
         d->skipped = acc + o[2] + rnnt_mb_past_end(d->t, s->enc_frames);
         if (o[3] == 1 && d->status == RNNT_OK) d->status = RNNT_ERR_NUMERIC;
     }
-    if (timing) {
+    if (timing) { /* the streams have changed: a timing that cannot be read is 0, not an error */
         float e_ms = 0, d_ms = 0;
-        CU_TRY(cudaEventElapsedTime(&e_ms, c->ev[0], c->ev[1]));
-        CU_TRY(cudaEventElapsedTime(&d_ms, c->ev[1], c->ev[2]));
+        if (cudaEventElapsedTime(&e_ms, c->ev[0], c->ev[1]) != cudaSuccess) e_ms = 0;
+        if (cudaEventElapsedTime(&d_ms, c->ev[1], c->ev[2]) != cudaSuccess) d_ms = 0;
         timing->encoder_s = e_ms / 1e3;
         timing->joint_s = 0;
         timing->predictor_s = 0;

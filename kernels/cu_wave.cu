@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cu_persist.h"
+#include "cu_persist_dev.cuh"
 
 namespace {
 
@@ -37,48 +38,6 @@ struct wprm {
     __half *hb; /* layer l: [2][nb][hp] at hb + l * 2 * nb * hp */
 };
 
-template <bool HARD>
-__device__ __forceinline__ float sig(float x)
-{
-    return HARD ? cu_hardsigmoid(x) : cu_sigmoid(x);
-}
-template <bool HARD>
-__device__ __forceinline__ float phi(float x)
-{
-    return HARD ? cu_hardtanh(x) : tanhf(x);
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void red_release_add(unsigned *p, unsigned v)
-{
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void spin_until(const unsigned *p, unsigned target)
-{
-    for (unsigned spins = 0; ld_acquire(p) < target; spins++)
-        if (spins > (1u << 27)) __trap(); /* a lost block fails loudly instead of hanging */
-}
-__device__ __forceinline__ uint32_t pack2(__half lo, __half hi)
-{
-    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
-}
-__device__ __forceinline__ uint32_t mask2(uint32_t v, int k, int H)
-{
-    return k >= H ? 0u : (k + 1 >= H ? (v & 0xffffu) : v);
-}
-
 /* KS: k16 steps per warp of the recurrent product (K slice 16 KS); NT: n-tiles of 8 rows. */
 template <bool HARD, int KS, int NT>
 __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wprm P)
@@ -98,29 +57,8 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
     const int T = L.T;
     auto kch = [&](int v) { return 8 * (w * (2 * KS) + 4 * v + q); };
 
-    /* W_hh fragments in registers, as cu_persist.cu */
-    uint32_t A[2][KS][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++) {
-        const int R0 = mt * 16 + g, R1 = R0 + 8;
-        const int ja = j0 + (R0 & 7), jb = j0 + (R1 & 7);
-        const __half *ra = L.w_hh + (size_t)((R0 >> 3) * H + ja) * hp, *rb = L.w_hh + (size_t)((R1 >> 3) * H + jb) * hp;
-        const __half z = __float2half_rn(0.0f);
-#pragma unroll
-        for (int s = 0; s < KS; s++) {
-            const int k = kch(s >> 1) + 4 * (s & 1);
-            __half va[4], vb[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                va[e] = ja < H && k + e < H ? ra[k + e] : z;
-                vb[e] = jb < H && k + e < H ? rb[k + e] : z;
-            }
-            A[mt][s][0] = pack2(va[0], va[1]);
-            A[mt][s][1] = pack2(vb[0], vb[1]);
-            A[mt][s][2] = pack2(va[2], va[3]);
-            A[mt][s][3] = pack2(vb[2], vb[3]);
-        }
-    }
+    uint32_t A[2][KS][4]; /* W_hh fragments in registers, as cu_persist.cu */
+    load_whh_fragments<KS>(A, L.w_hh, H, hp, j0, w, g, q);
 
     const int gr = lane >> 3, ul = lane & 7, j = j0 + ul;
     const bool jv = j < H;
@@ -165,7 +103,7 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
         auto row_of = [&](int col) { return (int)__fns(live, 0, col % nl + 1); }; /* the (col % nl)-th live row */
         int need = (t0 + cs) * s;
         need = need < Tprev_run ? need : Tprev_run;
-        if (tid == 0 && need > 0) spin_until(P.ctl + LINE * (2 * li - 1), nblk * (unsigned)need);
+        if (tid == 0 && need > 0) spin_until(P.ctl + LINE * (2 * li - 1), nblk * (unsigned)need, 0, 1u << 27);
         __syncthreads();
         /* this lane's 4 W_ih rows (mt 0: g, g + 8; mt 1: + 16) as element offsets, -1 past H */
         int wro[4];
@@ -303,9 +241,10 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
             }
             const float ai = __shfl_sync(0xffffffffu, v, ul), af = __shfl_sync(0xffffffffu, v, 8 + ul);
             const float ag = __shfl_sync(0xffffffffu, v, 16 + ul), ao = __shfl_sync(0xffffffffu, v, 24 + ul);
-            const float ig = sig<HARD>(ai), fg = sig<HARD>(af), gg = phi<HARD>(ag), og = sig<HARD>(ao);
+            const float ig = gate_sig<HARD>(ai), fg = gate_sig<HARD>(af), gg = gate_tanh<HARD>(ag);
+            const float og = gate_sig<HARD>(ao);
             const float cn = __fadd_rn(__fmul_rn(fg, c[i]), __fmul_rn(ig, gg));
-            const float hn = __fmul_rn(og, phi<HARD>(cn));
+            const float hn = __fmul_rn(og, gate_tanh<HARD>(cn));
             c[i] = cn;
             const __half hh = jv ? __float2half_rn(hn) : __float2half_rn(0.0f);
             if (lane < 8 && jv && t + 1 < lenb[i]) hb[(size_t)(t & 1) * hbs + (size_t)b * hp + j] = hh;
@@ -334,7 +273,7 @@ __global__ void __launch_bounds__(THREADS, 2) k_wave(const __grid_constant__ wpr
                 if ((unsigned)t > published) red_release_add(prog, (unsigned)t - published), published = (unsigned)t;
             }
             finish();
-            if (tid == 0) spin_until(ctr, nblk * (unsigned)(t + 1));
+            if (tid == 0) spin_until(ctr, nblk * (unsigned)(t + 1), 0, 1u << 27);
             __syncthreads();
         } else {
             finish();

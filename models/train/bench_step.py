@@ -3,7 +3,10 @@
 plain loops or the hand-written backwards: modes `loop` (LSTM layers and loss through autograd),
 `lstmfn` (lstm_fn.HardLSTMSeq, loss through autograd), `fn` (both hand-written, eager: train.py
 --no-cuda-graphs), `graph` (fn's forward, loss and backward replayed as one CUDA graph per shape,
-graph_step.py: the default of train.py on a GPU; clipping and AdamW eager after it).
+graph_step.py: the default of train.py on a GPU; clipping and AdamW eager after it). In graph mode it
+also checks the replay against eager: the loss and gradients of another batch of the same shape
+(other features, labels and lengths), computed eagerly and by replaying the graph captured on the first
+batch, with the same weights; it prints the largest differences (printed, not asserted).
 
     python3 -m rnntd_train.bench_step [--model models/train/en-char-small.yaml] [--shapes 300x400x50,80x1200x150]
                                       [--reps 5] [--modes loop,lstmfn,fn] [--device cuda]
@@ -73,6 +76,41 @@ def profile_step(dev, step, shape, mode, steps=3):
     print(ev.table(sort_by=sort, row_limit=18, max_name_column_width=60), flush=True)
 
 
+def make_batch(dev, B, T, U, cfg, seed):
+    """B utterances padded to T frames (lengths from [0.7 T, T], the first T) with up to U labels (the
+    first U), from seed: feats, flen, labels, ulen, weight (all 1), on dev."""
+    g = torch.Generator().manual_seed(seed)
+    flen = (T * (0.7 + 0.3 * torch.rand(B, generator=g))).long().clamp(1, T)
+    flen[0] = T
+    ulen = (U * (0.5 + 0.5 * torch.rand(B, generator=g))).long().clamp(1, U)
+    ulen[0] = U
+    feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
+    labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
+    return feats, flen.to(dev), labels, ulen.to(dev), torch.ones(B, device=dev)
+
+
+def compare_replay(dev, m, compute, gstep, shape, B, T, U, cfg, seed):
+    """Loss and gradients of one new batch: eager against the replay of the graph captured on another
+    batch of the same shape (same weights: no optimiser step between). Prints the largest differences."""
+    batch = make_batch(dev, B, T, U, cfg, seed)
+    params = [p for p in m.parameters() if p.requires_grad]
+    replays = gstep.replays
+    loss_g = gstep(*batch).double()
+    replayed = gstep.replays == replays + 1
+    grads_g = [p.grad.detach().double().clone() for p in params]
+    for p in params:
+        p.grad.zero_()
+    loss_e = compute(*batch)
+    loss_e.backward()
+    loss_e = loss_e.detach().double()
+    d_grad = max(float((p.grad.double() - g).abs().max()) for p, g in zip(params, grads_g))
+    g_max = max(float(g.abs().max()) for g in grads_g)
+    print("%s graph vs eager on another batch of the shape (%s): loss %.6f vs %.6f (|diff| %.3g), "
+          "max |grad diff| %.3g (max |grad| %.3g)" % (
+              shape, "replayed" if replayed else "NOT replayed", float(loss_g), float(loss_e),
+              abs(float(loss_g - loss_e)), d_grad, g_max), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(HERE, "en-char-small.yaml"))
@@ -96,27 +134,18 @@ def main():
     specaug = {"freq_masks": 2, "freq_width": 12, "time_masks": 2, "time_width": 25}
     for shape in a.shapes.split(","):
         B, T, U = (int(v) for v in shape.split("x"))
-        g = torch.Generator().manual_seed(1)
-        flen = (T * (0.7 + 0.3 * torch.rand(B, generator=g))).long().clamp(1, T)
-        flen[0] = T
-        ulen = (U * (0.5 + 0.5 * torch.rand(B, generator=g))).long().clamp(1, U)
-        ulen[0] = U
-        feats = torch.randn(B, T, cfg.feature_dim, generator=g).to(dev)
-        labels = torch.randint(0, cfg.vocab_size, (B, U), generator=g).to(dev)
+        feats, flen, labels, ulen, weight = make_batch(dev, B, T, U, cfg, seed=1)
         pool = FeaturePool.of([feats[b, :int(flen[b])].half() for b in range(B)],
                               [labels[b, :int(ulen[b])].cpu() for b in range(B)], dev)
         mean = feats.mean(dim=(0, 1))
         t_prep = timed(dev, lambda: spec_augment(*pool.collate(list(range(B)))[:2], mean, random.Random(1), specaug),
                        a.reps)
-        flen, ulen = flen.to(dev), ulen.to(dev)
         for mode in a.modes.split(","):
             train_model.USE_SEQ_FN = mode in ("lstmfn", "fn", "graph")
             loss_mod.USE_LATTICE_FN = mode in ("fn", "graph")
             torch.manual_seed(0)
             m = train_model.TrainModel(cfg).to(dev).train()
             opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-
-            weight = torch.ones(B, device=dev)
 
             def compute(feats, flen, labels, ulen, weight):
                 logits, enc_lens = m(feats, flen, labels)
@@ -159,6 +188,8 @@ def main():
             t_step = timed(dev, step, a.reps)
             if gstep is not None and gstep.failed:
                 print("graph capture failed, the step ran eagerly: %s" % list(gstep.failed.values()), flush=True)
+            if gstep is not None and gstep.graphs:
+                compare_replay(dev, m, compute, gstep, shape, B, T, U, cfg, seed=2)
             if a.profile:
                 profile_step(dev, step, shape, mode)
             if gstep is None:

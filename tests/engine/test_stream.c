@@ -12,7 +12,10 @@
  * RNNT_TEST_BACKEND=cuda runs the same checks on the CUDA backend (ctest gpu_test_stream; exit 77
  * without a device), in fp32, or in fp16 with RNNT_TEST_PRECISION=fp16 (with RNNT_CUDA_PERSIST=0, so
  * whole utterances take the per-step recurrence that streams take); the CPU-only checks (the layer
- * kernel, the argument errors, and in fp16 the overflowing model) are left out there. */
+ * kernel, the argument errors, and in fp16 the overflowing model) are left out there; two run only
+ * there: a stream bound to one CUDA runner (or encoded by a CPU runner) is refused by another, nothing
+ * changed (test_cuda_other_runner), and more live streams than the slot pool starts with
+ * (test_many_streams, also on the CPU). */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -90,14 +93,16 @@ static void check_partial(const rnnt_model *m, rnnt_stream *s, const rnnt_result
     rnnt_result_clear(&part);
 }
 
+#define MAX_STREAMS 96
+
 /* One stream per utterance, each fed by its own chunking, all advanced together each round (streams
  * that have finished stay in the batch). Each final result must equal want[i]. */
 static void run_streams(const rnnt_model *m, rnnt_runner *r, int n, const utt *u, const int *how, const rnnt_result *want, const char *what)
 {
     char err[256];
-    rnnt_stream *s[64];
-    int fed[64], prev[64];
-    assert_true(n <= 64);
+    rnnt_stream *s[MAX_STREAMS];
+    int fed[MAX_STREAMS], prev[MAX_STREAMS];
+    assert_true(n <= MAX_STREAMS);
     uint64_t rng = g_seed ^ 0x5bd1e995u;
     for (int i = 0; i < n; i++) {
         if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
@@ -175,12 +180,13 @@ static int check_utterances(const rnnt_model *m, int n, const utt *u, const char
     return labels;
 }
 
-/* Fresh random features around the model's normalisation, lengths 0, 1 and random up to 90. */
-static float *random_utts(const rnnt_model *m, int n, utt *u, uint64_t *seed)
+/* Fresh random features around the model's normalisation, lengths 0, 1 and random up to max_T. */
+static float *random_utts_upto(const rnnt_model *m, int n, int max_T, utt *u, uint64_t *seed)
 {
-    int F = m->feature_dim, total = 0, T[64];
+    int F = m->feature_dim, total = 0, T[MAX_STREAMS];
+    assert_true(n <= MAX_STREAMS);
     for (int i = 0; i < n; i++) {
-        T[i] = i == 0 ? 0 : i == 1 ? 1 : (int)(tu_rand_next(seed) % 91);
+        T[i] = i == 0 ? 0 : i == 1 ? 1 : (int)(tu_rand_next(seed) % (uint64_t)(max_T + 1));
         total += T[i];
     }
     float *x = malloc(((size_t)total * F + 1) * sizeof(float)), *p = x;
@@ -195,6 +201,8 @@ static float *random_utts(const rnnt_model *m, int n, utt *u, uint64_t *seed)
     }
     return x;
 }
+
+static float *random_utts(const rnnt_model *m, int n, utt *u, uint64_t *seed) { return random_utts_upto(m, n, 90, u, seed); }
 
 static void test_golden_models(void **state)
 {
@@ -290,6 +298,19 @@ static rnnt_model *load_shipped(void)
     rnnt_model *m;
     if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
     return m;
+}
+
+/* A runner of the tested backend and precision taking max_batch streams. */
+static rnnt_runner *test_runner(const rnnt_model *m, int max_batch)
+{
+    char err[512];
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = g_backend;
+    p.precision = g_precision;
+    p.max_batch = max_batch;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    return r;
 }
 
 static void test_shipped_model(void **state)
@@ -663,6 +684,110 @@ static void test_device_binding(void **state)
     rnnt_model_free(m);
 }
 
+/* CUDA: a stream lives in a slot of the runner that first advanced it. Another runner (of the same
+ * model) refuses a batch holding it with RNNT_ERR_INVALID and changes nothing: neither that stream nor
+ * the fresh stream before it in the batch (which takes no slot there); the owner then finishes both,
+ * equal to the whole-utterance decodes. */
+static void test_cuda_other_runner(void **state)
+{
+    rnnt_model *m = load_shipped();
+    char err[512];
+    rnnt_runner *ra = test_runner(m, 2), *rb = test_runner(m, 2);
+    rnnt_npy a;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/../../models/en-char-small/samples/01-flite-kal16.npy", tu_data_dir());
+    if (rnnt_npy_load(path, m->feature_dim, 0, 0, &a, err, sizeof err)) fail_msg("%s", err);
+    const int T = a.rows, F = m->feature_dim, half = T / 2;
+    rnnt_result want = {0};
+    rnnt_input in = {a.data, T, 0};
+    if (rnnt_runner_decode(ra, 1, &in, &want, NULL, err, sizeof err)) fail_msg("%s", err);
+    rnnt_stream *s[2]; /* s[0] fresh, s[1] bound to ra */
+    for (int i = 0; i < 2; i++)
+        if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
+    if (rnnt_stream_accept_features(s[1], a.data, half, F, 0, err, sizeof err) ||
+        rnnt_runner_advance_streams(ra, 1, &s[1], NULL, err, sizeof err))
+        fail_msg("%s", err);
+    rnnt_result before = {0}, after = {0};
+    if (rnnt_stream_get_result(s[1], &before, err, sizeof err)) fail_msg("%s", err);
+    assert_true(before.encoder_frames > 0);
+    if (rnnt_stream_accept_features(s[0], a.data, T, F, 0, err, sizeof err) ||
+        rnnt_stream_accept_features(s[1], a.data + (size_t)half * F, T - half, F, 0, err, sizeof err))
+        fail_msg("%s", err);
+    int pending0 = rnnt_stream_pending_frames(s[0]), pending1 = rnnt_stream_pending_frames(s[1]);
+    assert_int_equal(rnnt_runner_advance_streams(rb, 2, s, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "stream 1 is bound to another runner's device"));
+    assert_int_equal(rnnt_stream_pending_frames(s[0]), pending0);
+    assert_int_equal(rnnt_stream_pending_frames(s[1]), pending1);
+    assert_null(s[0]->dev.owner); /* no slot of rb taken */
+    if (rnnt_stream_get_result(s[1], &after, err, sizeof err)) fail_msg("%s", err);
+    expect_same(&after, &before, "the refused stream");
+    rnnt_result_clear(&after);
+    for (int i = 0; i < 2; i++)
+        if (rnnt_stream_input_finished(s[i], err, sizeof err)) fail_msg("%s", err);
+    while (!rnnt_stream_is_final(s[0]) || !rnnt_stream_is_final(s[1]))
+        if (rnnt_runner_advance_streams(ra, 2, s, NULL, err, sizeof err)) fail_msg("%s", err);
+    for (int i = 0; i < 2; i++) {
+        if (rnnt_stream_get_result(s[i], &after, err, sizeof err)) fail_msg("%s", err);
+        expect_same(&after, &want, i ? "bound stream after the refusal" : "fresh stream after the refusal");
+        rnnt_result_clear(&after);
+        rnnt_stream_free(s[i]);
+    }
+    /* A stream a CPU runner has encoded frames of: its state is in host memory, a CUDA runner refuses it. */
+    rnnt_runner_params pc = rnnt_runner_default_params();
+    pc.backend = RNNT_BACKEND_CPU;
+    rnnt_runner *rc;
+    rnnt_stream *h;
+    if (rnnt_runner_create(m, &pc, &rc, err, sizeof err) || rnnt_stream_create(m, &h, err, sizeof err) ||
+        rnnt_stream_accept_features(h, a.data, half, F, 0, err, sizeof err) || rnnt_runner_advance_streams(rc, 1, &h, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    assert_true(h->enc_frames > 0);
+    if (rnnt_stream_accept_features(h, a.data + (size_t)half * F, 8, F, 0, err, sizeof err)) fail_msg("%s", err);
+    pending1 = rnnt_stream_pending_frames(h);
+    assert_int_equal(rnnt_runner_advance_streams(ra, 1, &h, NULL, err, sizeof err), RNNT_ERR_INVALID);
+    assert_non_null(strstr(err, "advanced by the CPU backend"));
+    assert_int_equal(rnnt_stream_pending_frames(h), pending1);
+    assert_null(h->dev.owner);
+    rnnt_stream_free(h);
+    rnnt_runner_free(rc);
+    printf("another runner: refused, nothing changed; the owner finishes '%s'\n", want.text);
+    rnnt_result_clear(&before);
+    rnnt_result_clear(&want);
+    rnnt_npy_free(&a);
+    rnnt_runner_free(ra);
+    rnnt_runner_free(rb);
+    rnnt_model_free(m);
+}
+
+/* More live streams than the CUDA slot pool starts with (64): it grows while streams are bound, copying
+ * the live records. 80 streams of random features (lengths 0, 1, then up to 120; every chunking), all created
+ * first and advanced together in batches of 16, must equal the whole-utterance decodes. */
+static void test_many_streams(void **state)
+{
+    rnnt_model *m = load_shipped();
+    char err[512];
+    enum { N = 80 };
+    uint64_t seed = g_seed ^ 0x6a09e667u;
+    utt u[N];
+    int how[N];
+    for (int i = 0; i < N; i++) how[i] = chunkings[i % N_CHUNKINGS];
+    float *x = random_utts_upto(m, N, 120, u, &seed);
+    rnnt_runner *r = test_runner(m, 16);
+    rnnt_result want[N];
+    int labels = 0;
+    for (int i = 0; i < N; i++) {
+        want[i] = (rnnt_result){0};
+        rnnt_input in = {u[i].x, u[i].T, 0};
+        if (rnnt_runner_decode(r, 1, &in, &want[i], NULL, err, sizeof err)) fail_msg("%s", err);
+        labels += want[i].n_tokens;
+    }
+    run_streams(m, r, N, u, how, want, "80 live streams");
+    printf("%d live streams on one runner, %d labels: identical to the whole utterances\n", N, labels);
+    for (int i = 0; i < N; i++) rnnt_result_clear(&want[i]);
+    free(x);
+    rnnt_runner_free(r);
+    rnnt_model_free(m);
+}
+
 /* Audio: the shipped samples' WAVs fed as samples in chunks of 160 (the hop), 333 (not aligned),
  * random 0..4000 and 1 sample at a time (advancing every 997 samples), float and 16-bit, all four in
  * one batch: the final results equal the whole-utterance decode of rnnt_frontend_compute_f32's
@@ -788,7 +913,8 @@ int main(void)
             cmocka_unit_test(test_golden_models),          cmocka_unit_test(test_generated_models),
             cmocka_unit_test(test_shipped_model),          cmocka_unit_test(test_chunk_larger_than_runner),
             cmocka_unit_test(test_empty_and_zero_chunks),  cmocka_unit_test(test_audio_streams),
-            cmocka_unit_test(test_numeric_failure),
+            cmocka_unit_test(test_numeric_failure),        cmocka_unit_test(test_cuda_other_runner),
+            cmocka_unit_test(test_many_streams),
         };
         return cmocka_run_group_tests(gpu_tests, NULL, NULL) ? 1 : 0;
     }
@@ -796,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_layer_chunks_bitwise), cmocka_unit_test(test_golden_models),      cmocka_unit_test(test_generated_models), cmocka_unit_test(test_shipped_model),
         cmocka_unit_test(test_chunk_larger_than_runner), cmocka_unit_test(test_empty_and_zero_chunks), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_numeric_failure), cmocka_unit_test(test_audio_streams), cmocka_unit_test(test_device_binding),
+        cmocka_unit_test(test_many_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
