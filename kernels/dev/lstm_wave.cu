@@ -30,30 +30,12 @@
 #include "cu_persist.h"
 #include "cu_wave.h"
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define RK(call)                                                                                   \
-    do {                                                                                           \
-        char err[512];                                                                             \
-        size_t errlen = sizeof err;                                                                \
-        rnnt_status s_ = (call);                                                                   \
-        if (s_ != RNNT_OK) {                                                                       \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err);                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "lab_util.h"
 
 static uint64_t rs = 7;
 static float frand(void)
 {
-    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rs >> 40) / 8388608.0 - 1.0);
+    return lab_frand(&rs);
 }
 static float h16(float x) { return __half2float(__float2half_rn(x)); }
 static float sig_of(bool hard, float x) { return hard ? (x != x ? x : fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f)) : 1.0f / (1.0f + expf(-x)); }

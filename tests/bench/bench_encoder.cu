@@ -23,32 +23,14 @@
 #include "cu_encoder.h"
 #include "cu_gemm.h"
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define RK(call)                                                                                   \
-    do {                                                                                           \
-        char err[512];                                                                             \
-        size_t errlen = sizeof err;                                                                \
-        rnnt_status s_ = (call);                                                                   \
-        if (s_ != RNNT_OK) {                                                                       \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err);                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "lab_util.h"
 
 static int g_reps = 20;
 
 static uint64_t rng = 0x1234567ull;
 static float frand(void) /* uniform [-1, 1) */
 {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) / 8388608.0 - 1.0);
+    return lab_frand(&rng);
 }
 
 /* Pseudo-random fill on the device (timing on zeros can flatter a kernel). */
