@@ -12,7 +12,7 @@ cp "$@" "$dest/bin/"
 libs=$here/../../../shared/gpu/stage-libs.sh  # from /work/main; a worktree elsewhere finds /work/shared
 [ -x "$libs" ] || libs=/work/shared/gpu/stage-libs.sh
 "$libs" "$@" "$dest/lib"
-strip --strip-debug "$dest"/bin/* "$dest"/lib/*
+strip --strip-debug "$dest"/bin/* $(find "$dest/lib" -type f)
 tar -C "$dest" -cJf "$dest/pack.tar.xz" bin lib
 rm -rf "$dest/bin" "$dest/lib"
 du -sh "$dest"
