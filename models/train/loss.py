@@ -24,6 +24,8 @@ import os
 
 import torch
 
+from rnntd_ref.config import mb_output
+
 NEG = -1.0e30
 
 
@@ -35,7 +37,7 @@ def lattice_terms(logits, labels, durations, sigma):
     K = lp.shape[-1]
     n = len(durations)
     blank = lp[..., K - 1]
-    bigs = [lp[..., K - 2 - i] for i in range(n)]               # big blank i at index V + n - 1 - i
+    bigs = [lp[..., mb_output(K - n - 1, durations, i)] for i in range(n)]  # the one multi-blank rule
     U = labels.shape[1]
     idx = labels.long()[:, None, :, None].expand(lp.shape[0], lp.shape[1], U, 1)
     lab = lp[:, :, :U, :].gather(3, idx).squeeze(3)
