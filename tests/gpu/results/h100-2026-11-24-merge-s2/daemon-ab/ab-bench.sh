@@ -11,3 +11,4 @@ D=/tmp/b_abnew; export LD_LIBRARY_PATH=; use_libs $D/lib cublas cuda_runtime cuf
 export RNNT_TEST_DATA=$PWD/tests/data
 log test_cuda_kernels; timeout 100 $D/bin/test_cuda_kernels > $OUT/k.log 2>&1; echo "exit $?"; grep -iE "prob|PASSED|FAILED" $OUT/k.log | head -5
 log test_cuda_engine; timeout 100 $D/bin/test_cuda_engine > $OUT/e.log 2>&1; echo "exit $?"; grep -iE "prob|PASSED|FAILED" $OUT/e.log | head -5
+log "test_stream CUDA"; RNNT_TEST_BACKEND=cuda timeout 100 $D/bin/test_stream > $OUT/s.log 2>&1; echo "exit $?"; grep -E "PASSED|FAILED" $OUT/s.log | head -3
