@@ -174,8 +174,8 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float best = -INFINITY;
     /* sum over this warp's outputs of exp(z - best), in float: terms are <= 1 and at most a few per warp,
-     * so float loses ~1e-7 relative against the CPU's double sum (the tests allow 1e-4), and a double exp
-     * per output on every decoding step cost the greedy loop 8-27% (bench_engine, H100) */
+     * so float loses ~1e-7 relative against the CPU's double sum (the tests allow 1e-4); the double exps
+     * here cost the greedy loop ~0.25 us per step at batch 1 (bench_engine, H100) */
     float sum = 0.0f;
     int bi = n_out, bad = 0;
     for (int o = warp; o < n_out; o += kWarps) {
