@@ -95,6 +95,20 @@ static void check_partial(const rnnt_model *m, rnnt_stream *s, const rnnt_result
 
 #define MAX_STREAMS 96
 
+/* A runner of the test's backend and precision; max_frames 0: the default. */
+static rnnt_runner *test_runner(const rnnt_model *m, int max_batch, int max_frames)
+{
+    char err[512];
+    rnnt_runner_params p = rnnt_runner_default_params();
+    p.backend = g_backend;
+    p.precision = g_precision;
+    p.max_batch = max_batch;
+    if (max_frames > 0) p.max_frames = max_frames;
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    return r;
+}
+
 /* One stream per utterance, each fed by its own chunking, all advanced together each round (streams
  * that have finished stay in the batch). Each final result must equal want[i]. */
 static void run_streams(const rnnt_model *m, rnnt_runner *r, int n, const utt *u, const int *how, const rnnt_result *want, const char *what)
@@ -149,13 +163,7 @@ static int check_utterances(const rnnt_model *m, int n, const utt *u, const char
     int maxT = 1;
     for (int i = 0; i < n; i++)
         if (u[i].T > maxT) maxT = u[i].T;
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 16;
-    p.max_frames = maxT;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = test_runner(m, 16, maxT);
     rnnt_result *want = calloc((size_t)n, sizeof *want);
     int labels = 0;
     for (int i = 0; i < n; i++) {
@@ -301,18 +309,6 @@ static rnnt_model *load_shipped(void)
 }
 
 /* A runner of the tested backend and precision taking max_batch streams. */
-static rnnt_runner *test_runner(const rnnt_model *m, int max_batch)
-{
-    char err[512];
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = max_batch;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
-    return r;
-}
-
 static void test_shipped_model(void **state)
 {
     rnnt_model *m = load_shipped();
@@ -328,12 +324,7 @@ static void test_shipped_model(void **state)
     int labels = check_utterances(m, 4, u, "en-char-small");
     /* 160 ms chunks (16 frames), the daemon's expected size, all four in one batch. */
     char err[512];
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 4;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = test_runner(m, 4, 0);
     rnnt_result want[4] = {{0}};
     rnnt_input in[4];
     for (int i = 0; i < 4; i++) in[i] = (rnnt_input){u[i].x, u[i].T, 0};
@@ -360,14 +351,7 @@ static void test_chunk_larger_than_runner(void **state)
     uint64_t seed = g_seed + 78;
     utt u[8];
     float *x = random_utts(m, 8, u, &seed);
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 8;
-    rnnt_runner *whole, *small;
-    if (rnnt_runner_create(m, &p, &whole, err, sizeof err)) fail_msg("%s", err);
-    p.max_frames = 5;
-    if (rnnt_runner_create(m, &p, &small, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *whole = test_runner(m, 8, 0), *small = test_runner(m, 8, 5);
     for (int i = 0; i < 8; i++) {
         rnnt_input in = {u[i].x, u[i].T, 0};
         rnnt_result want = {0}, got = {0};
@@ -400,12 +384,7 @@ static void test_empty_and_zero_chunks(void **state)
 {
     rnnt_model *m = load_shipped();
     char err[512];
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 2;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = test_runner(m, 2, 0);
     rnnt_stream *s[2];
     for (int i = 0; i < 2; i++)
         if (rnnt_stream_create(m, &s[i], err, sizeof err)) fail_msg("%s", err);
@@ -462,12 +441,7 @@ static void test_errors(void **state)
     tu_write_small_model(dir, 5, NULL);
     rnnt_model *other;
     if (rnnt_model_load(dir, &other, err, sizeof err)) fail_msg("%s", err);
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 2;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = test_runner(m, 2, 0);
     rnnt_stream *s, *t, *o;
     assert_int_equal(rnnt_stream_create(NULL, &s, err, sizeof err), RNNT_ERR_INVALID);
     assert_int_equal(rnnt_stream_create(m, NULL, err, sizeof err), RNNT_ERR_INVALID);
@@ -603,12 +577,7 @@ static void test_numeric_failure(void **state)
     uint64_t seed = g_seed + 7;
     float x[20 * 6];
     for (int i = 0; i < 20 * 6; i++) x[i] = 2.0f * tu_randu(&seed);
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 2;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = test_runner(m, 2, 0);
     rnnt_input in = {x, 20, 0};
     rnnt_result want = {0}, got = {0};
     if (rnnt_runner_decode(r, 1, &in, &want, NULL, err, sizeof err)) fail_msg("%s", err);
@@ -692,7 +661,7 @@ static void test_cuda_other_runner(void **state)
 {
     rnnt_model *m = load_shipped();
     char err[512];
-    rnnt_runner *ra = test_runner(m, 2), *rb = test_runner(m, 2);
+    rnnt_runner *ra = test_runner(m, 2, 0), *rb = test_runner(m, 2, 0);
     rnnt_npy a;
     char path[4400];
     snprintf(path, sizeof path, "%s/../../models/en-char-small/samples/01-flite-kal16.npy", tu_data_dir());
@@ -771,7 +740,7 @@ static void test_many_streams(void **state)
     int how[N];
     for (int i = 0; i < N; i++) how[i] = chunkings[i % N_CHUNKINGS];
     float *x = random_utts_upto(m, N, 120, u, &seed);
-    rnnt_runner *r = test_runner(m, 16);
+    rnnt_runner *r = test_runner(m, 16, 0);
     rnnt_result want[N];
     int labels = 0;
     for (int i = 0; i < N; i++) {
@@ -803,12 +772,7 @@ static void test_audio_streams(void **state)
     int16_t *x16[4];
     size_t n[4];
     rnnt_result want[4] = {{0}};
-    rnnt_runner_params p = rnnt_runner_default_params();
-    p.backend = g_backend;
-    p.precision = g_precision;
-    p.max_batch = 4;
-    rnnt_runner *r;
-    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) fail_msg("%s", err);
+    rnnt_runner *r = test_runner(m, 4, 0);
     for (int i = 0; i < 4; i++) {
         char path[4400];
         snprintf(path, sizeof path, "%s/../../models/en-char-small/samples/%s.wav", tu_data_dir(), names[i]);
