@@ -72,8 +72,9 @@ static const cfg_key g_keys[] = {
     INT("model.cpu_threads", cpu_threads, 0, 256, 0, CFG_APPLY_ENGINE,
         "BLAS threads per worker on the CPU backend; 0: the CPU cores divided by the workers."),
     INT("batching.workers", workers, 0, 64, 0, CFG_APPLY_RESTART,
-        "Engine worker threads, each with its own runner (scratch memory for one batch).\n"
-        "0: one per CPU core on the CPU backend (at most 16), two on a GPU. On the CPU, several\n"
+        "Engine worker threads per device (model.devices), each with its own runner (scratch\n"
+        "memory for one batch). 0: one per CPU core on the CPU backend (at most 16; divided among\n"
+        "the runner sets of a CPU devices list), two per GPU. On the CPU, several\n"
         "single-threaded workers beat one worker with a multi-threaded BLAS on LSTM-sized matrices,\n"
         "and the waiting requests are shared out among the idle workers (8 requests, 2 idle workers:\n"
         "two batches of 4 at once). On a GPU a second worker stages one batch while the other's runs\n"

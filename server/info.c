@@ -49,7 +49,7 @@ static json_t *health_json(const svc_snapshot *st)
     }
     json_t *doc = json_pack("{s:s, s:b, s:s, s:o*, s:s, s:s, s:f, "
                      "s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I}",
-                     "status", status, "ready", st->ready && !st->draining, "version", RNNT_VERSION, "model", model,
+                     "status", status, "ready", st->ready && !st->draining && st->devices_up > 0, "version", RNNT_VERSION, "model", model,
                      "backend", e ? eng_backend(e) : "none", "device", e ? eng_device(e) : "none", "uptime_s", st->uptime_s,
                      "requests", "ok", (json_int_t)m.requests_ok, "failed", (json_int_t)m.requests_failed, "in_flight",
                      (json_int_t)st->in_flight, "queue_depth", (json_int_t)st->queue_depth, "workers_busy",
@@ -79,6 +79,8 @@ static int ready_or_503(route_req *r)
     if (st.engine) eng_unref(st.engine);
     if (st.draining) return route_send_error(r, 503, "shutting_down", "the server is shutting down"), -1;
     if (!st.ready) return route_send_error(r, 503, "not_ready", "the model is still loading"), -1;
+    if (st.devices_up == 0 && st.n_devices > 0)
+        return route_send_error(r, 503, "unavailable", "every device was taken out of rotation (see /health)"), -1;
     return 0;
 }
 

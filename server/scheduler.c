@@ -152,16 +152,22 @@ static void dev_busy_change(sched *s, int d, int delta, double now)
 
 /* Under the lock: 1 when worker w may take the next batch: its device is in rotation and, of the
  * devices in rotation with an idle worker, has the least work in progress (ties: the device whose
- * last batch started longest ago, then the lower slot), so that batches spread over the devices. */
+ * last batch started longest ago, then the lower slot), so that batches spread over the devices;
+ * the device a queued-again head job failed on is left out while another is in rotation. */
 static int may_take(const sched *s, int w)
 {
     int mine = s->wdev[w];
     if (s->dev[mine].down) return 0;
     if (s->n_dev == 1) return 1;
+    /* A job queued again after its device failed goes to another device while one is in rotation. */
+    int avoid = -1, up = 0;
+    for (int d = 0; d < s->n_dev; d++) up += !s->dev[d].down;
+    if (s->head && s->head->requeued && up > 1) avoid = s->head->device;
+    if (mine == avoid) return 0;
     int best = -1;
     for (int d = 0; d < s->n_dev; d++) {
         const dev_state *v = &s->dev[d];
-        if (v->down || v->busy >= v->workers) continue;
+        if (v->down || v->busy >= v->workers || d == avoid) continue;
         if (best < 0) {
             best = d;
             continue;

@@ -20,7 +20,8 @@
  * device in rotation with the least work in progress (the frames of its running batches; ties: the
  * device whose last batch started longest ago): workers of other devices leave it to one of that
  * device's idle workers. A device taken out of rotation (sched_set_device_down) gets no batch; a
- * run may ask for a job to be queued again (sched_job.requeue: at the head, once per job) so that a
+ * run may ask for a job to be queued again (sched_job.requeue: at the head, once per job, for
+ * another device while one is in rotation) so that a
  * device's failure reaches its clients only when no other device is in rotation; with no device in
  * rotation, waiting jobs end with SCHED_NO_DEVICE and new ones are refused (SCHED_UNAVAILABLE).
  *
