@@ -16,11 +16,11 @@ static json_t *devices_json(const svc_snapshot *st)
     json_t *a = json_array();
     for (int d = 0; a && d < st->n_devices; d++) {
         const struct svc_device_snapshot *v = &st->devices[d];
-        json_t *o = json_pack("{s:i, s:o, s:s, s:s, s:o, s:i, s:i, s:I, s:I, s:f, s:f, s:f, s:o, s:o}", "index", d,
+        json_t *o = json_pack("{s:i, s:o, s:s, s:s, s:o, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:o}", "index", d,
                               "ordinal", v->ordinal >= 0 ? json_integer(v->ordinal) : json_null(), "name", v->name,
                               "status", v->failed ? "failed" : "ok", "error",
                               v->failed && v->error[0] ? json_string(v->error) : json_null(), "workers", v->workers,
-                              "workers_busy", v->busy, "batches", (json_int_t)v->batches, "errors", (json_int_t)v->errors,
+                              "workers_busy", v->busy, "batches", (json_int_t)v->batches, "errors", (json_int_t)v->errors, "streams", (json_int_t)v->streams,
                               "busy_fraction", v->busy_fraction, "busy_seconds", v->busy_s, "running_frames",
                               v->running_frames, "memory_used_bytes",
                               v->mem_used >= 0 ? json_integer(v->mem_used) : json_null(), "memory_total_bytes",

@@ -406,6 +406,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&s->mu);
         int abandoned = ws->abandoned;
         ws->committed = 1; /* for runs that did not commit themselves */
+        s->dev[d].batches++; /* before done(): a client that has its answer sees its batch counted */
         if (!abandoned) requeue_asked(s, batch, n);
         pthread_mutex_unlock(&s->mu);
         if (!abandoned) {
@@ -436,7 +437,6 @@ static void *worker_main(void *arg)
         dev_busy_change(s, d, -1, s->last_progress);
         s->dev[d].frames -= ws->frames;
         if (s->dev[d].frames < 0.5) s->dev[d].frames = 0;
-        s->dev[d].batches++;
         if (s->n_dev > 1) pthread_cond_broadcast(&s->work); /* the loads changed */
         pthread_cond_broadcast(&s->idle);
     }

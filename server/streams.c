@@ -582,6 +582,19 @@ long long strm_open(srv *s)
     return s->streams ? atomic_load(&s->streams->open) : 0;
 }
 
+long long strm_device_streams(srv *s, int d)
+{
+    strm_service *svc = s->streams;
+    long long n = 0;
+    for (int i = 0; svc && i < svc->n_workers; i++) {
+        if (i % svc_devices(s) != d) continue;
+        pthread_mutex_lock(&svc->workers[i].mu);
+        n += svc->workers[i].n;
+        pthread_mutex_unlock(&svc->workers[i].mu);
+    }
+    return n;
+}
+
 static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 {

@@ -727,6 +727,7 @@ void svc_snapshot_get(srv *s, svc_snapshot *o)
         v->busy = st.busy;
         v->batches = st.batches;
         v->errors = atomic_load(&ds->errors);
+        v->streams = strm_device_streams(s, d);
         v->mem_used = atomic_load(&ds->mem_used);
         v->mem_total = atomic_load(&ds->mem_total);
         v->busy_s = st.busy_s;

@@ -155,6 +155,7 @@ typedef struct {
         int failed;               /* out of rotation */
         int workers, busy;        /* its workers, those running a batch */
         long long batches, errors; /* batches run, batches that ended in a device error */
+        long long streams;        /* WebSocket streams on its stream workers */
         long long mem_used, mem_total; /* bytes, -1 when not known (CPU) */
         double busy_s, busy_fraction, running_frames;
         char name[96];            /* the device's name ("" when its runners did not build) */

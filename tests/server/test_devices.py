@@ -9,10 +9,15 @@ label gpu) the same tests run [0, 0]: two runner sets on one GPU (exit 77 when n
     "degraded", rnntd_device_up 0); SIGHUP builds it again and puts it back; SIGTERM drains, exit 0;
   - an error that clears (device1_fail:2) leaves the slot serving;
   - every slot failing: requests get 500 then 503 unavailable, /health/ready 503;
+  - WebSocket streams: stream worker i runs on slot i mod slots, a new stream goes to a slot in rotation,
+    and its final text is the whole utterance's (needs python3-websockets; skipped without it);
   - bad values of model.devices stop the daemon with file:line:column."""
+import asyncio
+import importlib.util
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -177,6 +182,57 @@ class Devices(unittest.TestCase):
         self.assertEqual([x["status"] for x in h["devices"]], ["failed", "failed"])
         st, _, _ = d.request("GET", "/health/ready")
         self.assertEqual(st, 503)
+        self.finish(d)
+
+    @unittest.skipIf(importlib.util.find_spec("websockets") is None, "no websockets module")
+    def test_streams_stay_on_slots_in_rotation(self):
+        import websockets
+        d = self.start("model:\n  devices: %s\nbatching:\n  workers: 1\nstreaming:\n  tick_ms: 10\n" % SLOTS,
+                       env={"RNNTD_FAULT": "device1_fail:3"})
+        dim = self.dim
+        feats = [random_features(40 + 9 * i, dim, 300 + i) for i in range(4)]
+
+        async def streams(n, wait_health):
+            socks = []
+            for i in range(n):
+                ws = await websockets.connect("ws://127.0.0.1:%d/v1/stream" % d.port, max_size=None, ping_interval=None)
+                await ws.send(json.dumps({"type": "config", "encoding": "features", "partials": False}))
+                self.assertEqual(json.loads(await ws.recv())["type"], "ready")
+                socks.append(ws)
+            seen = wait_health()  # every stream open: where are they?
+            finals = []
+            for ws, f in zip(socks, feats):
+                await ws.send(struct.pack("<%df" % len(f), *f))
+                await ws.send(json.dumps({"type": "eof"}))
+                while True:
+                    doc = json.loads(await ws.recv())
+                    if doc["type"] == "final":
+                        finals.append(doc["text"])
+                        break
+                    self.assertNotEqual(doc["type"], "error", doc)
+                await ws.close()
+            return seen, finals
+
+        def per_slot():
+            return [x["streams"] for x in health(d)["devices"]]
+
+        seen, first = asyncio.run(asyncio.wait_for(streams(4, per_slot), 60 * SLOW))
+        self.assertEqual(seen, [2, 2])  # two stream workers, one per slot: the least loaded takes each
+        # The whole utterances over HTTP, until slot 1 leaves rotation (3 failed batches there, their
+        # jobs decoded on slot 0).
+        whole = []
+        for i in range(12):
+            f = feats[i % len(feats)]
+            st, _, doc = d.transcribe(json_body(len(f) // dim, dim, f))
+            self.assertEqual(st, 200, doc)
+            whole.append(doc["text"])
+        self.assertEqual(whole[4:8], whole[:4])
+        whole = whole[:4]
+        self.assertEqual(first, whole)
+        self.assertEqual(health(d)["devices"][1]["status"], "failed")
+        seen, finals = asyncio.run(asyncio.wait_for(streams(4, per_slot), 60 * SLOW))
+        self.assertEqual(seen, [4, 0])
+        self.assertEqual(finals, whole)
         self.finish(d)
 
     def test_bad_values(self):
