@@ -209,19 +209,20 @@ int eng_max_batch(const eng *e) { return eng_runner_params(e)->max_batch; }
 int eng_max_frames(const eng *e) { return eng_runner_params(e)->max_frames; }
 double eng_warmup_s(const eng *e) { return e->warmup_s; }
 
+/* Jobs of a batch that failed on its device go back to the queue for another device (once each,
+ * the scheduler's rule) when one is in rotation; their status stays as the answer otherwise. */
+static int retry_elsewhere(srv *s, int device, sched_job **jobs, int n)
+{
+    if (s->n_devs < 2) return 0;
+    int up = sched_devices_up(s->sched) - !atomic_load(&s->devs[device].failed);
+    if (up < 1) return 0;
+    for (int i = 0; i < n; i++) jobs[i]->requeue = 1;
+    return 1;
+}
+
 /* The batch's inputs are copied first (one buffer), so that once the scheduler may abandon the batch
  * (sched_batch_detach) nothing the run reads belongs to the requests any more; results are written
  * into the jobs only after sched_batch_commit says they are still this run's. */
-/* Jobs of a batch that failed on its device go back to the queue for another device (once each,
- * the scheduler's rule) when one is in rotation; their status stays as the answer otherwise. */
-static void retry_elsewhere(srv *s, int device, sched_job **jobs, int n)
-{
-    if (s->n_devs < 2) return;
-    int up = sched_devices_up(s->sched) - !atomic_load(&s->devs[device].failed);
-    if (up < 1) return;
-    for (int i = 0; i < n; i++) jobs[i]->requeue = 1;
-}
-
 void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
 {
     srv *s = ctx;
@@ -297,13 +298,15 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
         eng_unref(e);
         return;
     }
+    /* A job the scheduler will run again on another device is not a failure yet. */
+    int retry = device_error ? retry_elsewhere(s, device, jobs, n) : 0;
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
         j->compute_s = dt;
         if (st != RNNT_OK) {
             j->status = st;
             snprintf(j->err, sizeof j->err, "%s", err);
-            if (!device_error || s->n_devs < 2) metrics_failed_decode(); /* a retried job counts when it ends */
+            if (!retry || jobs[i]->requeued > 0) metrics_failed_decode(); /* requeued once already: not again */
         } else {
             j->status = res[i].status;
             j->result = res[i]; /* the job owns the arrays now */
@@ -314,7 +317,6 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
             }
         }
     }
-    if (device_error) retry_elsewhere(s, device, jobs, n);
     metrics_batch(n, dt, frames, longest * n - frames);
     free(in);
     free(res);

@@ -182,6 +182,8 @@ class Devices(unittest.TestCase):
         self.assertEqual([x["status"] for x in h["devices"]], ["failed", "failed"])
         st, _, _ = d.request("GET", "/health/ready")
         self.assertEqual(st, 503)
+        # Each request answered 500 is one failed decode (a job run again elsewhere counts once, at its end).
+        self.assertEqual(d.settled_metrics()["rnntd_decode_failures_total"], codes.count((500, "internal")))
         self.finish(d)
 
     @unittest.skipIf(importlib.util.find_spec("websockets") is None, "no websockets module")
