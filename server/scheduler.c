@@ -593,6 +593,8 @@ sched_status sched_submit(sched *s, sched_job *j)
     j->t_start = j->t_end = 0;
     j->batch_size = 0;
     j->worker = -1;
+    j->device = -1;
+    j->requeue = j->requeued = 0;
     j->next = NULL;
     j->prev = s->tail;
     if (s->tail) s->tail->next = j;
