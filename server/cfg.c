@@ -254,11 +254,14 @@ static int set_value(cfg *c, const cfg_key *k, const char *v, int quoted, const 
             buf[len - 1] = '\0';
             p++;
         }
-        for (char *save = NULL, *tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        for (char *tok = p; tok;) { /* every entry between commas, empty ones included (an error) */
+            char *comma = strchr(tok, ',');
+            if (comma) *comma = '\0';
             while (*tok == ' ') tok++;
             size_t tl = strlen(tok);
             while (tl > 0 && tok[tl - 1] == ' ') tok[--tl] = '\0';
             if (list_add(&l, k, tok, where, err, errlen)) return -1;
+            tok = comma ? comma + 1 : NULL;
         }
         if (l.n == 0)
             return log_err(err, errlen, "%s%s: expected auto or a list of integers, got \"%.40s\"", where, k->name, v);
