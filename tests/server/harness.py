@@ -26,6 +26,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -290,6 +291,48 @@ class Daemon:
             self.proc.kill()
             self.proc.wait(10)
         self.logf.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class NotifySocket:
+    """A fake systemd NOTIFY_SOCKET (an AF_UNIX datagram socket in a temporary folder): a thread collects
+    what the daemon sends, as (monotonic time, text). Pass .path as Daemon(notify_socket=...)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rnntd-notify-")
+        self.path = os.path.join(self.dir, "notify.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.05)
+        self.msgs = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while not self.stop.is_set():
+            try:
+                self.msgs.append((time.monotonic(), self.sock.recv(4096).decode()))
+            except socket.timeout:
+                pass
+            except OSError:
+                return
+
+    def wait_for(self, text, timeout=30):
+        """The first message that contains text, waiting up to timeout (scaled by SLOW)."""
+        end = time.monotonic() + timeout * SLOW
+        while True:
+            for _, m in list(self.msgs):
+                if text in m:
+                    return m
+            if time.monotonic() > end:
+                raise AssertionError("no notify message with %r in %s" % (text, [m for _, m in self.msgs]))
+            time.sleep(0.01)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
