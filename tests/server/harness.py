@@ -247,6 +247,26 @@ class Daemon:
                                      {k: v for k, v in m.items() if "flight" in k or "pending" in k})
             time.sleep(0.02)
 
+    def sole_connection(self, timeout=10):
+        """A keep-alive socket that the daemon counts as its only open connection (/metrics on it says
+        rnntd_connections 1): the connections of earlier requests, which their clients closed a moment
+        ago, no longer hold a slot. Connection-cap tests start from it."""
+        c = self.conn(5)
+        end = time.monotonic() + timeout * SLOW
+        try:
+            while True:
+                c.request("GET", "/metrics")  # reconnects by itself after a 503 that closed it
+                r = c.getresponse()
+                m = re.search(rb"(?m)^rnntd_connections (\d+)$", r.read())
+                if r.status == 200 and m and int(m.group(1)) == 1 and c.sock is not None:
+                    s, c.sock = c.sock, None
+                    return s
+                if time.monotonic() > end:
+                    raise AssertionError("the daemon still counts other connections: %s" % (m and m.group(0)))
+                time.sleep(0.02)
+        finally:
+            c.close()
+
     def raw(self, data, read_timeout=5, close_write=False):
         """Sends raw bytes, returns whatever comes back before the server closes or the timeout."""
         s = socket.create_connection(("127.0.0.1", self.port), timeout=5 * SLOW)
@@ -380,6 +400,36 @@ class DaemonTest(unittest.TestCase):
             errors = [l for l in log.splitlines() if "level=error" in l]
             if errors:
                 raise AssertionError("rnntd logged errors:\n" + "\n".join(errors[:20]))
+
+    def open_served(self, n):
+        """n keep-alive connections, each known to be accepted (a request answered on it); the first is
+        the daemon's only open one then, so no connection of an earlier test holds one of the slots."""
+        socks = [self.d.sole_connection()]
+        try:
+            for _ in range(n - 1):
+                s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5 * SLOW)
+                socks.append(s)
+                s.sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        return socks
+
+    def wait_served(self, timeout=5):
+        """Once the client has closed its connections, the daemon sees it within moments and new
+        connections are served again (not refused with 503 too_many_connections): waits for that."""
+        end = time.monotonic() + timeout * SLOW
+        while True:
+            try:
+                st = self.d.request("GET", "/health/live", headers={"Connection": "close"}, timeout=5)[0]
+            except OSError as e:
+                st = repr(e)
+            if st == 200 or time.monotonic() > end:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st, 200)
 
     def assertError(self, status, headers, body, want_status, want_code=None):
         """The one error shape, with the right status."""

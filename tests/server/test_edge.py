@@ -76,27 +76,6 @@ class EdgeBase(DaemonTest):
         self.assertEqual(st, 200, doc)
         self.d.settled_metrics()
 
-    def wait_served(self):
-        """Once the client has closed its connections, the daemon sees it within moments and new
-        connections are served again."""
-        deadline = time.monotonic() + 5 * SLOW
-        while True:
-            raw, _, _ = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            if responses(raw) == [200] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        self.assertEqual(responses(raw), [200])
-
-    def open_served(self, n):
-        """n keep-alive connections, each known to be accepted (one request answered on it)."""
-        socks = []
-        for _ in range(n):
-            s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5 * SLOW)
-            socks.append(s)
-            s.sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
-        return socks
-
     def post_head(self, extra="", ctype="application/json"):
         return ("POST /v1/transcribe HTTP/1.1\r\nHost: t\r\nContent-Type: %s\r\n%s\r\n" % (ctype, extra)).encode()
 
