@@ -221,7 +221,7 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     }
     sched_batch_detach();
     if (rnnt_fault_hit("worker_hang")) injected_hang(worker);
-    char err[sizeof ((eng_job *)0)->err] = ""; /* copied whole into each job's err */
+    char err[256] = "";
     double t0 = sched_now();
     rnnt_status st = eng_pcm_decode(e->runners[worker], n, in, n_samples, res, err, sizeof err);
     double dt = sched_now() - t0;
