@@ -269,26 +269,7 @@ class Daemon:
 
     def raw(self, data, read_timeout=5, close_write=False):
         """Sends raw bytes, returns whatever comes back before the server closes or the timeout."""
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5 * SLOW)
-        try:
-            s.sendall(data)
-            if close_write:
-                s.shutdown(socket.SHUT_WR)
-            s.settimeout(read_timeout * SLOW)
-            got = b""
-            while True:
-                try:
-                    d = s.recv(65536)
-                except socket.timeout:
-                    break
-                except ConnectionResetError:
-                    break
-                if not d:
-                    break
-                got += d
-            return got
-        finally:
-            s.close()
+        return exchange(self.port, data, read_timeout, close_write)[0]
 
     def send_signal(self, sig):
         self.proc.send_signal(sig)
@@ -312,6 +293,35 @@ class Daemon:
             self.proc.wait(10)
         self.logf.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def exchange(port, data, read_timeout=3.0, close_write=False):
+    """Sends data on a new connection (then shuts down our side with close_write), reads until the
+    server closes or read_timeout passes (scaled by SLOW). Returns (bytes received, closed by the
+    server, seconds from the send to the close or the timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+    t0 = time.monotonic()
+    try:
+        s.sendall(data)
+        if close_write:
+            s.shutdown(socket.SHUT_WR)
+        s.settimeout(read_timeout * SLOW)
+        got, closed = b"", False
+        while True:
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                closed = True
+                break
+            if not d:
+                closed = True
+                break
+            got += d
+        return got, closed, time.monotonic() - t0
+    finally:
+        s.close()
 
 
 class NotifySocket:

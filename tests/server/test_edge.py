@@ -12,33 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import SLOW, DaemonTest, json_body, random_features, split_response
-
-
-def exchange(port, data, read_timeout=3.0, chunks=None):
-    """Sends data, reads until the server closes or read_timeout passes.
-    Returns (bytes received, closed by the server, seconds until the close or the timeout)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
-    t0 = time.monotonic()
-    try:
-        s.sendall(data)
-        s.settimeout(read_timeout * SLOW)
-        got, closed = b"", False
-        while True:
-            try:
-                d = s.recv(65536)
-            except socket.timeout:
-                break
-            except ConnectionResetError:
-                closed = True
-                break
-            if not d:
-                closed = True
-                break
-            got += d
-        return got, closed, time.monotonic() - t0
-    finally:
-        s.close()
+from harness import SLOW, DaemonTest, exchange, json_body, random_features, split_response
 
 
 def responses(raw):
@@ -75,6 +49,23 @@ class EdgeBase(DaemonTest):
         st, _, doc = self.d.transcribe(self.body, timeout=20)
         self.assertEqual(st, 200, doc)
         self.d.settled_metrics()
+
+    def assertCapRefuses(self, n):
+        """With n connections served (the cap), one more gets 503 too_many_connections and Retry-After 1
+        within moments (after its wait for a slot), is closed, and those within the cap still work."""
+        socks = self.open_served(n)
+        try:
+            t0 = time.monotonic()
+            raw, closed, _ = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertErrorClose(raw, closed, 503, "too_many_connections")
+            self.assertEqual(split_response(raw)[1]["retry-after"], "1")
+            self.assertLess(time.monotonic() - t0, 2.0 * SLOW)
+            socks[0].sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertTrue(socks[0].recv(4096).startswith(b"HTTP/1.1 200"))
+        finally:
+            for s in socks:
+                s.close()
+        self.wait_served()
 
     def post_head(self, extra="", ctype="application/json"):
         return ("POST /v1/transcribe HTTP/1.1\r\nHost: t\r\nContent-Type: %s\r\n%s\r\n" % (ctype, extra)).encode()
@@ -184,36 +175,14 @@ class ConnectionCap(EdgeBase):
     config = "server:\n  max_connections: 8\n"
 
     def test_over_the_cap_refused_with_503(self):
-        socks = self.open_served(8)
-        try:
-            t0 = time.monotonic()
-            raw, closed, dt = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertErrorClose(raw, closed, 503, "too_many_connections")
-            self.assertEqual(split_response(raw)[1]["retry-after"], "1")
-            self.assertLess(time.monotonic() - t0, 2.0 * SLOW)
-            # The connections within the cap still work.
-            socks[0].sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertTrue(socks[0].recv(4096).startswith(b"HTTP/1.1 200"))
-        finally:
-            for s in socks:
-                s.close()
-        self.wait_served()
+        self.assertCapRefuses(8)
 
 
 class PerAddressCap(EdgeBase):
     config = "server:\n  max_connections_per_ip: 3\n"
 
     def test_per_address_cap(self):
-        socks = self.open_served(3)
-        try:
-            raw, closed, _ = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertErrorClose(raw, closed, 503, "too_many_connections")
-            socks[0].sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertTrue(socks[0].recv(4096).startswith(b"HTTP/1.1 200"))
-        finally:
-            for s in socks:
-                s.close()
-        self.wait_served()
+        self.assertCapRefuses(3)
 
 
 class Framing(EdgeBase):
