@@ -295,6 +295,16 @@ class Daemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def recv_to_close(s):
+    """Everything the server sends on socket s until it closes the connection (within s's timeout)."""
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return got
+        got += d
+
+
 def exchange(port, data, read_timeout=3.0, close_write=False):
     """Sends data on a new connection (then shuts down our side with close_write), reads until the
     server closes or read_timeout passes (scaled by SLOW). Returns (bytes received, closed by the

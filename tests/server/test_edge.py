@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import SLOW, DaemonTest, exchange, json_body, random_features, split_response
+from harness import SLOW, DaemonTest, exchange, json_body, random_features, recv_to_close, split_response
 
 
 def responses(raw):
@@ -158,12 +158,7 @@ class SlowHeaders(EdgeBase):
             # The head of a second request on the same connection has its own deadline.
             s.sendall(b"GET /health/live HTTP/1.1\r\n")
             t0 = time.monotonic()
-            got = b""
-            while True:
-                d = s.recv(4096)
-                if not d:
-                    break
-                got += d
+            got = recv_to_close(s)
             self.assertEqual(responses(got), [408])
             self.assertGreater(time.monotonic() - t0, 2.5)
         finally:
