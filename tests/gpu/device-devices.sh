@@ -8,10 +8,9 @@ steps=all
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
 budget=${BUDGET_S:-120}
-unpack "$H/pack.tar.xz" /tmp/dv
-use_libs /tmp/dv/lib cublas cuda_runtime cufft
+open_pack "$H/pack.tar.xz" /tmp/dv cublas cuda_runtime cufft
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
-export RNNTD_BIN=/tmp/dv/bin/rnntd RNNTD_TEST_BACKEND=cuda PYTHONDONTWRITEBYTECODE=1
+export RNNTD_BIN=$B/rnntd RNNTD_TEST_BACKEND=cuda PYTHONDONTWRITEBYTECODE=1
 fails=0
 for run in "golden_fp32 tests/data/golden/hard_bb fp32" "shipped_fp32 models/en-char-small fp32" \
            "shipped_fp16 models/en-char-small fp16"; do
