@@ -298,7 +298,12 @@ def main():
             if use_graphs:
                 # one fixed shape per length bucket; forward + loss + backward replayed as a CUDA graph
                 tp = time.perf_counter()
-                feats, flen, labels, ulen, weight = pool.collate_to(idx, shape, channel, rng)
+                try:
+                    feats, flen, labels, ulen, weight = pool.collate_to(idx, shape, channel, rng)
+                except RuntimeError as e:      # e.g. out of memory: go on with the pooled features
+                    log(a.out, {"event": "channel_failed", "why": repr(e)[:300]})
+                    channel = None
+                    feats, flen, labels, ulen, weight = pool.collate_to(idx, shape)
                 if step >= tc["specaug_from"]:
                     feats = spec_augment(feats, flen, mean, rng, tc["specaug"])
                 prep_s += time.perf_counter() - tp
