@@ -27,6 +27,7 @@ extern "C" {
 #include "cu_encoder.h"
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_mma_step.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
 #include "cu_weights.h"
@@ -486,6 +487,140 @@ static void test_fused(void **state)
     printf("fused recurrent step: %d cases match the GEMM + CPU twin (masking, pads included)\n", n);
 }
 
+/* ------------------------------------------------------------------ recurrent GEMM + cell in one kernel */
+
+/* cu_lstm_mma_step against the CPU twin (a double GEMM of the same fp16 values, then
+ * rnnt_cpu_lstm_pointwise), for every tile shape; the three tiles must agree bitwise, and row r run alone
+ * (nb = 1, pointers at row r) must give bitwise the row of the whole batch (batch invariance). */
+static int check_mma_step(rnnt_lstm_act act, int B, int H, int t, uint64_t *seed)
+{
+    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD);
+    float *w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed), *x = host_rand((size_t)B * g4, 3.0f, seed);
+    float *h = host_rand((size_t)B * hp, 1.0f, seed), *bias = host_rand((size_t)4 * H, 0.5f, seed);
+    float *c = host_rand((size_t)B * hp, 2.0f, seed);
+    for (int r = 0; r < 4 * H; r++)
+        for (int k = H; k < hp; k++) w[(size_t)r * hp + k] = 0.0f;
+    for (int b = 0; b < B; b++)
+        for (int k = H; k < hp; k++) h[(size_t)b * hp + k] = 0.0f;
+    int *len = (int *)malloc((size_t)B * sizeof(int)), *dlen;
+    for (int b = 0; b < B; b++) len[b] = b == 0 ? t + 1 : (int)(tu_rand_next(seed) % (t + 3));
+    void *dw = dev_put(w, (size_t)4 * H * hp, CU_F16), *dx = dev_put(x, (size_t)B * g4, CU_F16);
+    void *dh = dev_put(h, (size_t)B * hp, CU_F16);
+    float *db = (float *)dev_put(bias, (size_t)4 * H, CU_F32), *dc;
+    CK(cudaMalloc(&dc, (size_t)B * hp * 4));
+    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    size_t hb = (size_t)B * hp * 2;
+    void *dy = dev_poison(hb), *dho = dev_poison(hb);
+    float *y = (float *)malloc(hb * 2), *ho = (float *)malloc(hb * 2), *cg = (float *)malloc((size_t)B * hp * 4);
+    float *y1 = (float *)malloc(hb * 2), *c1 = (float *)malloc((size_t)B * hp * 4), *h1 = (float *)malloc(hb * 2);
+    float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
+    const char *an = act == RNNT_ACT_HARD ? "hard" : "soft";
+    int cases = 0;
+    for (int tile = CU_MMA_TILE_8x64; tile <= CU_MMA_TILE_16x128; tile++) {
+        CK(cudaMemcpy(dc, c, (size_t)B * hp * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dy, 0xff, hb));
+        CK(cudaMemset(dho, 0xff, hb));
+        RK(cu_lstm_mma_step(0, act, (cu_mma_tile)tile, B, H, hp, (const __half *)dw, (const __half *)dh, (__half *)dho,
+                            (const __half *)dx, (size_t)g4, db, dc, (__half *)dy, (size_t)hp, dlen, t, err, errlen));
+        CK(cudaDeviceSynchronize());
+        dev_get(y, dy, (size_t)B * hp, CU_F16);
+        dev_get(ho, dho, (size_t)B * hp, CU_F16);
+        CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+        cases++;
+        if (tile != CU_MMA_TILE_8x64) { /* the others: bitwise the first tile's results */
+            if (memcmp(y1, y, (size_t)B * hp * 4) || memcmp(c1, cg, (size_t)B * hp * 4) || memcmp(h1, ho, (size_t)B * hp * 4))
+                fail_msg("mma step %s B=%d H=%d t=%d: tile %d differs from tile 1", an, B, H, t, tile);
+            continue;
+        }
+        memcpy(y1, y, (size_t)B * hp * 4);
+        memcpy(c1, cg, (size_t)B * hp * 4);
+        memcpy(h1, ho, (size_t)B * hp * 4);
+        for (int b = 0; b < B; b++) {
+            for (int j = H; j < hp; j++)
+                if (y[(size_t)b * hp + j] != 0.0f || (t < len[b] && ho[(size_t)b * hp + j] != 0.0f))
+                    fail_msg("mma step: pad column %d of row %d not zero", j, b);
+            if (t >= len[b]) {
+                for (int j = 0; j < H; j++)
+                    if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &c[(size_t)b * hp + j], 4) ||
+                        !isnan(ho[(size_t)b * hp + j]))
+                        fail_msg("mma step: masked row %d written", b);
+                continue;
+            }
+            for (int r = 0; r < 4 * H; r++) {
+                double sum = 0;
+                for (int k = 0; k < H; k++) sum += (double)w[(size_t)r * hp + k] * h[(size_t)b * hp + k];
+                pre[r] = (x[(size_t)b * g4 + r] + bias[r]) + (float)sum;
+            }
+            for (int j = 0; j < H; j++) cr[j] = c[(size_t)b * hp + j];
+            rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+            for (int j = 0; j < H; j++) {
+                float gh = y[(size_t)b * hp + j], gc = cg[(size_t)b * hp + j];
+                if (!(fabsf(gh - rnd_dt(hr[j], CU_F16)) <= 2e-3f) || !(fabsf(gc - cr[j]) <= 2e-5f * (1 + fabsf(cr[j]))) ||
+                    memcmp(&ho[(size_t)b * hp + j], &y[(size_t)b * hp + j], 4))
+                    fail_msg("mma step %s tile %d B=%d H=%d t=%d row %d unit %d: h %g (want %g), c %g (want %g)", an, tile, B,
+                             H, t, b, j, gh, hr[j], gc, cr[j]);
+            }
+        }
+    }
+    /* batch invariance: each of a few rows alone (nb = 1, every pointer at that row) */
+    int rows[3] = {0, B / 2, B - 1};
+    for (int i = 0; i < 3; i++) {
+        int b = rows[i];
+        CK(cudaMemcpy(dc, c, (size_t)B * hp * 4, cudaMemcpyHostToDevice));
+        RK(cu_lstm_mma_step(0, act, CU_MMA_TILE_AUTO, 1, H, hp, (const __half *)dw, (const __half *)dh + (size_t)b * hp,
+                            (__half *)dho + (size_t)b * hp, (const __half *)dx + (size_t)b * g4, (size_t)g4, db,
+                            dc + (size_t)b * hp, (__half *)dy + (size_t)b * hp, (size_t)hp, dlen + b, t, err, errlen));
+        CK(cudaDeviceSynchronize());
+        dev_get(y, dy, (size_t)B * hp, CU_F16);
+        CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+        if (memcmp(&y[(size_t)b * hp], &y1[(size_t)b * hp], (size_t)hp * 4) ||
+            memcmp(&cg[(size_t)b * hp], &c1[(size_t)b * hp], (size_t)hp * 4))
+            fail_msg("mma step %s B=%d H=%d t=%d: row %d alone differs from the batch", an, B, H, t, b);
+    }
+    CK(cudaFree(dw));
+    CK(cudaFree(dx));
+    CK(cudaFree(dh));
+    CK(cudaFree(db));
+    CK(cudaFree(dc));
+    CK(cudaFree(dlen));
+    CK(cudaFree(dy));
+    CK(cudaFree(dho));
+    free(w);
+    free(x);
+    free(h);
+    free(bias);
+    free(c);
+    free(len);
+    free(y);
+    free(ho);
+    free(cg);
+    free(y1);
+    free(c1);
+    free(h1);
+    free(pre);
+    free(hr);
+    free(cr);
+    return cases;
+}
+
+static void test_mma_step(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 6;
+    static const int Bs[] = {1, 3, 17, 64, 130}, Hs[] = {20, 63, 100, 1024};
+    int n = 0;
+    for (int a = 0; a < 2; a++)
+        for (int bi = 0; bi < 5; bi++)
+            for (int hi = 0; hi < 4; hi++)
+                for (int t = 1; t <= 2; t++) {
+                    if (g_quick && (bi != 2 || hi != 2 || t != 1)) continue;
+                    n += check_mma_step((rnnt_lstm_act)a, Bs[bi], Hs[hi], t, &seed);
+                }
+    printf("mma step (GEMM + cell): %d cases match the CPU twin; the three tiles bitwise equal; rows alone bitwise "
+           "equal to the batch\n", n);
+}
+
 /* ------------------------------------------------------------------ encoder of a batch */
 
 /* Encoder test models (C++ has no designated initializers before C++20: built field by field). */
@@ -583,10 +718,13 @@ static void test_encoder(void **state)
              * runs the persistent kernel with one n-tile, the batch of 17 with four: bitwise equal outputs
              * check that the n-tile count (and the rows past their length, skipped) do not touch the numerics. */
             /* the last: the default with layer pairs as one wavefront (cu_wave.h; fp16, equal sizes) */
-            static const int cfgs[][4] = {{0, -1, 0, -1}, {1, -1, 0, -1}, {1, 1, 0, -1}, {1, 0, 1, -1}, {1, 0, 0, -1}, {1, 0, 0, 1}};
-            for (int ci = 0; ci < 6; ci++) {
-                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2], wave = cfgs[ci][3];
-                if ((persist > 0 || wave > 0) && dt != CU_F16) continue;
+            /* then the per-step layers on the GEMM + cell kernel (cu_mma_step.h; fp16), as graphs and directly */
+            static const int cfgs[][5] = {{0, -1, 0, -1, -1}, {1, -1, 0, -1, -1}, {1, 1, 0, -1, 0}, {1, 0, 1, -1, 0},
+                                          {1, 0, 0, -1, 0},   {1, 0, 0, 1, 0},    {1, -1, 0, -1, 1}, {0, -1, 0, -1, 1}};
+            for (int ci = 0; ci < 8; ci++) {
+                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2], wave = cfgs[ci][3], mma = cfgs[ci][4];
+                if ((persist > 0 || wave > 0 || mma > 0) && dt != CU_F16) continue;
+                if (g_quick && ci == 7) continue;
                 if (g_quick && ci == 0) continue;
                 cu_encoder_params p;
                 memset(&p, 0, sizeof p);
@@ -596,6 +734,7 @@ static void test_encoder(void **state)
                 p.persist = persist;
                 p.fused = fused;
                 p.wave = wave;
+                p.mma_step = mma;
                 p.r_in = 64; /* several chunks even at these sizes */
                 cu_encoder *e;
                 RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
@@ -655,9 +794,11 @@ static void test_encoder(void **state)
                 if (wave > 0 && mi == 2 && cu_encoder_wave_pairs(e) != 1)
                     fail_msg("encoder: %d wavefront pairs, want 1", cu_encoder_wave_pairs(e));
                 if (wave < 0 && cu_encoder_wave_pairs(e) != 0) fail_msg("encoder: wavefront taken when off");
-                printf("encoder %s %s graphs=%d persist=%d fused=%d wave pairs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
+                if (mma > 0 && !cu_encoder_mma_steps(e)) fail_msg("encoder: mma steps asked for, not taken");
+                if (mma < 0 && cu_encoder_mma_steps(e)) fail_msg("encoder: mma steps taken when off");
+                printf("encoder %s %s graphs=%d persist=%d fused=%d mma=%d wave pairs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
                        "CPU; bitwise batch-invariant; %.1f MiB of buffers\n",
-                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e), worst, worst_fp,
+                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_mma_steps(e), cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e), worst, worst_fp,
                        cu_encoder_device_bytes(e) / 1048576.0);
                 free(f);
                 free(fp);
@@ -1062,8 +1203,12 @@ int main(void)
     printf("seed %llu\n", (unsigned long long)g_seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_joint),
-        cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_mma_step),
+        cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_stage),
     };
+    /* RNNT_TEST_ONLY=pattern: only the tests whose names match (cmocka's globs), as test_cuda_engine */
+    const char *only = getenv("RNNT_TEST_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
