@@ -394,7 +394,7 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
             T /= L->time_stack;
             continue;
         }
-        if (e->mma_step) {
+        if (e->mma_step && L->hp <= CU_MMA_MAX_HP) {
             /* step 0 has no recurrent term (the cell kernel alone); then h ping-pongs between two buffers,
              * since the blocks of step t still read h_{t-1} while others write h_t */
             void *hb[2] = {e->hs, e->hs2};

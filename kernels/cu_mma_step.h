@@ -5,7 +5,10 @@
  * cu_lstm_pointwise).
  *
  * Tiling: a block owns `units` hidden units (their 4 x units gate rows of W_hh, so the cell's four gates
- * meet in the block) and `rows` batch rows; 8 warps. Every output's dot product runs over K in one fixed
+ * meet in the block) and `rows` batch rows; 8 warps. Its W_hh rows (all of K, up to CU_MMA_MAX_HP) are
+ * loaded into shared memory first, with the cell's x and bias, before the block waits for the previous
+ * step (programmatic dependent launch: griddepcontrol; RNNT_CUDA_MMA_PDL=0 launches plainly); then h_{t-1}
+ * streams through a ring of cp.async chunks. Every output's dot product runs over K in one fixed
  * order (k16 steps in turn, the mma's own order inside), whatever the tile shape, the batch or the row's
  * place in it: results are batch-invariant and do not depend on the tile. They differ from the cuBLAS
  * path in rounding only, so a runner uses one path for all its batches (cu_encoder.h: mma_step).
@@ -20,6 +23,9 @@
 /* Encoders of fp16 runners of at least this max_batch run their per-step layers on this kernel by default
  * (cu_encoder.h: mma_step); smaller runners take the persistent kernel (cu_persist.h). */
 #define CU_MMA_STEP_AUTO_MIN_B 33
+
+/* Widest layer (hp) it takes: a block keeps its W_hh rows for all of K in shared memory. */
+#define CU_MMA_MAX_HP 1024
 
 /* Tile shapes: (units, rows) = (8, 64), (16, 64), (16, 128). */
 typedef enum { CU_MMA_TILE_AUTO = 0, CU_MMA_TILE_8x64 = 1, CU_MMA_TILE_16x64 = 2, CU_MMA_TILE_16x128 = 3 } cu_mma_tile;

@@ -338,7 +338,8 @@ struct ours_result {
     char fused_txt[32];                /* hard with the fused step kernel (max_batch <= 32), or "n/a" */
     float ms_wave;                     /* soft with layer pairs as one wavefront (cu_wave.h), 0 if n/a */
     std::vector<float> y_wave;         /* its output [B][T][H] */
-    float ms_mma[4];                   /* soft, per-step layers on cu_lstm_mma_step: auto tile, tiles 1-3; 0 if n/a */
+    float ms_mma[5];                   /* soft, per-step layers on cu_lstm_mma_step: auto tile, tiles 1-3, auto
+                                          tile without programmatic dependent launch; 0 if n/a */
     std::vector<float> y_mma;          /* the auto tile's output [B][T][H] */
     int default_mma;                   /* whether the default path runs the mma steps */
     size_t bytes;
@@ -362,17 +363,20 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     r.default_persist = 0;
     r.ms_wave = 0;
     r.default_mma = 0;
-    for (int i = 0; i < 4; i++) r.ms_mma[i] = 0;
-    for (int run = 0; run < 11; run++) {
+    for (int i = 0; i < 5; i++) r.ms_mma[i] = 0;
+    for (int run = 0; run < 12; run++) {
         /* 0/1 default hard/soft, 2 soft persistent on, 3 soft per-step cuBLAS GEMM + cell kernel, 4/5 fused
          * hard/soft, 6 soft wavefront pairs, 7-10 soft per-step mma steps (cu_mma_step.h) with the auto
-         * tile and tiles 1-3 (RNNT_CUDA_MMA_TILE, read when the graph is captured) */
+         * tile and tiles 1-3 (RNNT_CUDA_MMA_TILE, read when the graph is captured), 11 auto tile with
+         * RNNT_CUDA_MMA_PDL=0 */
         int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 || run >= 7 ? -1 : 0, fused = run == 4 || run == 5;
         if (!f16 && run >= 7) continue;
         char tile_env[8];
         snprintf(tile_env, sizeof tile_env, "%d", run - 7);
-        if (run >= 8) setenv("RNNT_CUDA_MMA_TILE", tile_env, 1);
+        if (run >= 8 && run <= 10) setenv("RNNT_CUDA_MMA_TILE", tile_env, 1);
         else unsetenv("RNNT_CUDA_MMA_TILE");
+        if (run == 11) setenv("RNNT_CUDA_MMA_PDL", "0", 1);
+        else unsetenv("RNNT_CUDA_MMA_PDL");
         cu_weights wa = w; /* shares the device arena; only the activation differs */
         wa.act = soft ? RNNT_ACT_SOFT : RNNT_ACT_HARD;
         cu_encoder_params p;
@@ -436,6 +440,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         cu_encoder_free(e);
     }
     unsetenv("RNNT_CUDA_MMA_TILE");
+    unsetenv("RNNT_CUDA_MMA_PDL");
     /* the input projections alone (all layers), to split the time: GEMM over all steps vs recurrence */
     {
         int chunk = B >= 64 ? 4096 : 1024; /* the encoder's default r_in (cu_encoder.h) */
@@ -578,8 +583,8 @@ int main(int argc, char **argv)
                                                             ystd[((size_t)t * sh.B + b) * sh.H + j]));
             double tfm = flop / (o.ms_mma[0] * 1e-3) / 1e12;
             char ml[480];
-            snprintf(ml, sizeof ml, "| %s | %s | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f (%s) | %.2f | %.1f | %.1f | %.2g |", shp,
-                     sh.f16 ? "fp16" : "fp32", sh.B, o.graph_txt, o.ms_mma[0], o.ms_mma[1], o.ms_mma[2], o.ms_mma[3], best.ms,
+            snprintf(ml, sizeof ml, "| %s | %s | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f (%s) | %.2f | %.1f | %.1f | %.2g |", shp,
+                     sh.f16 ? "fp16" : "fp32", sh.B, o.graph_txt, o.ms_mma[0], o.ms_mma[1], o.ms_mma[2], o.ms_mma[3], o.ms_mma[4], best.ms,
                      algo_name(best_algo), o.ms_mma[0] / best.ms, tfm, 100.0 * tfm / peak16, dm);
             mmas.push_back(ml);
         }
@@ -613,8 +618,8 @@ int main(int argc, char **argv)
     if (mmas.size()) {
         printf("\nPer-step layers with the GEMM + cell in one kernel (cu_mma_step.h, encoder param mma_step = 1, persistent "
                "kernel off), soft, same process:\n| shape | dtype | B | cuBLAS GEMM + cell kernel (graph) ms | mma step, auto tile ms "
-               "| tile 8 units x 64 rows | 16 x 64 | 16 x 128 | cuDNN best ms (algo) | mma auto / cuDNN | TFLOP/s | %% of fp16 "
-               "peak | max abs(mma - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "| tile 8 units x 64 rows | 16 x 64 | 16 x 128 | auto tile, no PDL | cuDNN best ms (algo) | mma auto / cuDNN | TFLOP/s | %% of fp16 "
+               "peak | max abs(mma - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (auto &l : mmas) printf("%s\n", l.c_str());
     }
     printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
