@@ -153,12 +153,11 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
             e->n_persist += e->persist[l];
         }
     /* The per-step layers' recurrent steps as one tensor-core kernel each (fp16; p->mma_step, else
-     * RNNT_CUDA_MMA_STEP, else by max_batch: kernels/dev/NOTES.md, "GEMM + cell in one kernel"). */
+     * RNNT_CUDA_MMA_STEP=1; off by default: kernels/dev/NOTES.md, "GEMM + cell in one kernel"). */
     int want_mma = p->mma_step;
     if (want_mma == 0) {
         const char *env = getenv("RNNT_CUDA_MMA_STEP");
         want_mma = env ? atoi(env) : 0;
-        if (want_mma == 0) want_mma = p->max_batch >= CU_MMA_STEP_AUTO_MIN_B ? 1 : -1;
     }
     e->mma_step = want_mma > 0 && w->dt == CU_F16 && !e->fused_bt && e->n_persist < w->n_enc;
     size_t hb_bytes = e->n_persist ? cu_persist_scratch_bytes(e->bcap, hpmax) : 0;

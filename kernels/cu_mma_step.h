@@ -14,15 +14,17 @@
  * path in rounding only, so a runner uses one path for all its batches (cu_encoder.h: mma_step).
  *
  * Numerics of the cell: a = (x + bias) + (W h), then lstm_cell, as cu_lstm_pointwise. fp16 only.
+ *
+ * Status (H100, kernels/dev/NOTES.md, "GEMM + cell in one kernel"): correct, but slower than cuBLAS +
+ * the cell kernel at H = 1024 (B = 64 11.4 vs ~7.5 us per step; B = 256 20 vs 10.7): with one block of
+ * 8 warps per SM the mma.sync / cp.async instruction stream is issue-latency-bound (ncu: 6.3 cycles
+ * between issues per warp, 28% SM throughput). Faster at H = 512, B = 64 (bench_encoder 4 x 512: 3.00 vs
+ * 3.22 ms). Opt-in: encoder param mma_step = 1 or RNNT_CUDA_MMA_STEP=1.
  * Thread safety: no state. */
 #ifndef RNNT_CU_MMA_STEP_H
 #define RNNT_CU_MMA_STEP_H
 
 #include "cu_common.h"
-
-/* Encoders of fp16 runners of at least this max_batch run their per-step layers on this kernel by default
- * (cu_encoder.h: mma_step); smaller runners take the persistent kernel (cu_persist.h). */
-#define CU_MMA_STEP_AUTO_MIN_B 33
 
 /* Widest layer (hp) it takes: a block keeps its W_hh rows for all of K in shared memory. */
 #define CU_MMA_MAX_HP 1024

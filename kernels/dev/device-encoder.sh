@@ -1,11 +1,13 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, after kernels/dev/stage-encoder.sh here and a `run` carrying
 # .gpu/encoder: the GEMM + cell step kernel (cu_mma_step.cu) checked and measured. Logs in $OUT.
-#   bash .gpu/encoder/device-encoder.sh STEPS    STEPS: comma list of env,tests,quick,lab,labmma,encoder,ncu,sanitize
+#   bash .gpu/encoder/device-encoder.sh STEPS    STEPS: comma list of
+#   env,tests,quick,lab,labmma,encoder,ncu,sanitize,race,engine
 # tests: test_cuda_kernels in full; quick: RNNT_TEST_QUICK=1 (RNNT_TEST_ONLY=glob picks tests in both); lab: lab_lstm_layer (checks + every table);
 # labmma: its checks and the full-length table only (variants 2, 9-12 at B >= 32); encoder: bench_encoder
 # (ours vs cuDNN, mma table); ncu: the mma step kernel at B = 64 and 256 (lab single-shape mode);
-# sanitize: memcheck + racecheck on test_cuda_kernels (quick).
+# sanitize: memcheck + racecheck on test_cuda_kernels (quick); race: racecheck on test_mma_step alone (quick);
+# engine: bench_engine (packed with EXTRA_BINS) on the shipped model, default vs RNNT_CUDA_MMA_STEP=1.
 set -u
 steps=${1:-env,tests,lab,encoder}
 H=$(cd "$(dirname "$0")" && pwd)
@@ -39,5 +41,17 @@ if has sanitize; then
     log "racecheck test_cuda_kernels (quick)"; RNNT_CUDA_MAPPED=0 RNNT_TEST_QUICK=1 timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kernels 2>&1 | tail -4; echo "exit ${PIPESTATUS[0]}"
   } > "$OUT/sanitize.log" 2>&1
   grep -E "^== |exit |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log" | head -20
+fi
+if has race; then
+  { log "racecheck test_mma_step (quick)"; RNNT_TEST_ONLY=test_mma_step RNNT_TEST_QUICK=1 timeout $(tmo 60) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kernels 2>&1 | tail -6; echo "exit ${PIPESTATUS[0]}"; } > "$OUT/race.log" 2>&1
+  grep -E "^== |exit |RACECHECK SUMMARY|PASSED|FAILED|mma" "$OUT/race.log"
+fi
+if has engine && [ -x $B/bench_engine ]; then
+  { for setting in "default RNNT_TEST_QUICK=0" "mma RNNT_CUDA_MMA_STEP=1"; do
+      set -- $setting
+      log "bench_engine models/en-char-small, $1 ($2)"
+      env $2 timeout $(tmo 40) $B/bench_engine models/en-char-small --batches 32,256 --seconds 10 --reps 7 --extras 0; echo "exit $?"
+    done; } > "$OUT/bench_engine.log" 2>&1
+  grep -E "^== |^\| [0-9]|exit" "$OUT/bench_engine.log" | cut -c1-200
 fi
 log done

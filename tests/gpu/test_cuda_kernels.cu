@@ -396,49 +396,99 @@ static void test_dec_rule(void **state)
 
 /* ------------------------------------------------------------------ fused recurrent step */
 
+/* One recurrent step's inputs at random, on the host and (rounded to dt) on the device: W_hh [4H][hp] and
+ * h [B][hp] with zero pad columns, x [B][g4], bias, c [B][hp]; len[b] = first_len for row 0 when
+ * first_len > 0, else random in [0, len_mod). Shared by the fused-step and the mma-step checks. */
+typedef struct {
+    int B, H, hp, g4;
+    float *w, *x, *h, *bias, *c;
+    int *len;
+    void *dw, *dx, *dh;
+    float *db, *dc;
+    int *dlen;
+} step_case;
+
+static void step_case_make(step_case *sc, cu_dtype dt, int B, int H, int len_mod, int first_len, uint64_t *seed)
+{
+    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD);
+    sc->B = B, sc->H = H, sc->hp = hp, sc->g4 = g4;
+    sc->w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed);
+    sc->x = host_rand((size_t)B * g4, 3.0f, seed);
+    sc->h = host_rand((size_t)B * hp, 1.0f, seed);
+    sc->bias = host_rand((size_t)4 * H, 0.5f, seed);
+    sc->c = host_rand((size_t)B * hp, 2.0f, seed);
+    for (int r = 0; r < 4 * H; r++)
+        for (int k = H; k < hp; k++) sc->w[(size_t)r * hp + k] = 0.0f;
+    for (int b = 0; b < B; b++)
+        for (int k = H; k < hp; k++) sc->h[(size_t)b * hp + k] = 0.0f;
+    sc->len = (int *)malloc((size_t)B * sizeof(int));
+    for (int b = 0; b < B; b++) sc->len[b] = b == 0 && first_len > 0 ? first_len : (int)(tu_rand_next(seed) % len_mod);
+    sc->dw = dev_put(sc->w, (size_t)4 * H * hp, dt);
+    sc->dx = dev_put(sc->x, (size_t)B * g4, dt);
+    sc->dh = dev_put(sc->h, (size_t)B * hp, dt);
+    sc->db = (float *)dev_put(sc->bias, (size_t)4 * H, CU_F32);
+    sc->dc = (float *)dev_put(sc->c, (size_t)B * hp, CU_F32);
+    CK(cudaMalloc(&sc->dlen, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(sc->dlen, sc->len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+static void step_case_free(step_case *sc)
+{
+    CK(cudaFree(sc->dw));
+    CK(cudaFree(sc->dx));
+    CK(cudaFree(sc->dh));
+    CK(cudaFree(sc->db));
+    CK(cudaFree(sc->dc));
+    CK(cudaFree(sc->dlen));
+    free(sc->w);
+    free(sc->x);
+    free(sc->h);
+    free(sc->bias);
+    free(sc->c);
+    free(sc->len);
+}
+
+/* The CPU twin of step t for row b: pre = (x + bias) + W h (a double sum of the same rounded values; no
+ * W h at t = 0), then rnnt_cpu_lstm_pointwise from c (0 at t = 0): hr, cr [H]; pre [4H] scratch. */
+static void step_case_ref(const step_case *sc, rnnt_lstm_act act, int t, int b, float *pre, float *hr, float *cr)
+{
+    int H = sc->H, hp = sc->hp;
+    for (int r = 0; r < 4 * H; r++) {
+        double sum = 0;
+        if (t > 0)
+            for (int k = 0; k < H; k++) sum += (double)sc->w[(size_t)r * hp + k] * sc->h[(size_t)b * hp + k];
+        pre[r] = (sc->x[(size_t)b * sc->g4 + r] + sc->bias[r]) + (float)sum;
+    }
+    for (int j = 0; j < H; j++) cr[j] = t > 0 ? sc->c[(size_t)b * hp + j] : 0.0f;
+    rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+}
+
 static void check_fused(cu_dtype dt, rnnt_lstm_act act, int B, int H, int t, uint64_t *seed)
 {
-    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD), bt = cu_step_fused_rows(B);
-    float *w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed), *x = host_rand((size_t)B * g4, 3.0f, seed);
-    float *h = host_rand((size_t)B * hp, 1.0f, seed), *bias = host_rand((size_t)4 * H, 0.5f, seed);
-    float *c = host_rand((size_t)B * hp, 2.0f, seed);
-    for (int r = 0; r < 4 * H; r++)
-        for (int k = H; k < hp; k++) w[(size_t)r * hp + k] = 0.0f;
-    for (int b = 0; b < B; b++)
-        for (int k = H; k < hp; k++) h[(size_t)b * hp + k] = 0.0f;
-    int *len = (int *)malloc((size_t)B * sizeof(int)), *dlen;
-    for (int b = 0; b < B; b++) len[b] = (int)(tu_rand_next(seed) % 4);
-    void *dw = dev_put(w, (size_t)4 * H * hp, dt), *dx = dev_put(x, (size_t)B * g4, dt), *dh = dev_put(h, (size_t)B * hp, dt);
-    float *db = (float *)dev_put(bias, (size_t)4 * H, CU_F32), *dc = (float *)dev_put(c, (size_t)B * hp, CU_F32);
-    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
-    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    step_case sc;
+    step_case_make(&sc, dt, B, H, 4, 0, seed);
+    int hp = sc.hp, bt = cu_step_fused_rows(B);
     size_t hb = (size_t)B * hp * cu_dtype_size(dt);
     void *dy = dev_poison(hb), *dho = dev_poison(hb);
-    RK(cu_lstm_step_fused(0, dt, act, bt, B, H, hp, dw, dh, dho, dx, (size_t)g4, db, dc, dy, (size_t)hp, dlen, t, err, errlen));
+    RK(cu_lstm_step_fused(0, dt, act, bt, B, H, hp, sc.dw, sc.dh, dho, sc.dx, (size_t)sc.g4, sc.db, sc.dc, dy, (size_t)hp,
+                          sc.dlen, t, err, errlen));
     CK(cudaDeviceSynchronize());
     float *y = (float *)malloc(hb * 4), *ho = (float *)malloc(hb * 4), *cg = (float *)malloc((size_t)B * hp * 4);
     dev_get(y, dy, (size_t)B * hp, dt);
     dev_get(ho, dho, (size_t)B * hp, dt);
-    CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(cg, sc.dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
     float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
     for (int b = 0; b < B; b++) {
         for (int j = H; j < hp; j++)
-            if (y[(size_t)b * hp + j] != 0.0f || (t < len[b] && ho[(size_t)b * hp + j] != 0.0f))
+            if (y[(size_t)b * hp + j] != 0.0f || (t < sc.len[b] && ho[(size_t)b * hp + j] != 0.0f))
                 fail_msg("fused: pad column %d of row %d not zero", j, b);
-        if (t >= len[b]) {
+        if (t >= sc.len[b]) {
             for (int j = 0; j < H; j++)
-                if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &c[(size_t)b * hp + j], 4))
+                if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &sc.c[(size_t)b * hp + j], 4))
                     fail_msg("fused: masked row %d written", b);
             continue;
         }
-        for (int r = 0; r < 4 * H; r++) {
-            double s = 0;
-            if (t > 0)
-                for (int k = 0; k < H; k++) s += (double)w[(size_t)r * hp + k] * h[(size_t)b * hp + k];
-            pre[r] = (x[(size_t)b * g4 + r] + bias[r]) + (float)s;
-        }
-        for (int j = 0; j < H; j++) cr[j] = t > 0 ? c[(size_t)b * hp + j] : 0.0f;
-        rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+        step_case_ref(&sc, act, t, b, pre, hr, cr);
         for (int j = 0; j < H; j++) {
             float gh = y[(size_t)b * hp + j], gc = cg[(size_t)b * hp + j];
             if (!(fabsf(gh - rnd_dt(hr[j], dt)) <= (dt == CU_F16 ? 2e-3f : 2e-5f)) ||
@@ -447,20 +497,9 @@ static void check_fused(cu_dtype dt, rnnt_lstm_act act, int B, int H, int t, uin
                          act == RNNT_ACT_HARD ? "hard" : "soft", B, H, t, b, j, gh, hr[j], gc, cr[j]);
         }
     }
-    CK(cudaFree(dw));
-    CK(cudaFree(dx));
-    CK(cudaFree(dh));
-    CK(cudaFree(db));
-    CK(cudaFree(dc));
-    CK(cudaFree(dlen));
+    step_case_free(&sc);
     CK(cudaFree(dy));
     CK(cudaFree(dho));
-    free(w);
-    free(x);
-    free(h);
-    free(bias);
-    free(c);
-    free(len);
     free(y);
     free(ho);
     free(cg);
@@ -489,71 +528,52 @@ static void test_fused(void **state)
 
 /* ------------------------------------------------------------------ recurrent GEMM + cell in one kernel */
 
-/* cu_lstm_mma_step against the CPU twin (a double GEMM of the same fp16 values, then
- * rnnt_cpu_lstm_pointwise), for every tile shape; the three tiles must agree bitwise, and row r run alone
- * (nb = 1, pointers at row r) must give bitwise the row of the whole batch (batch invariance). */
+/* cu_lstm_mma_step against the CPU twin (step_case_ref), for every tile shape; the three tiles must agree
+ * bitwise, and row r run alone (nb = 1, pointers at row r) must give bitwise the row of the whole batch
+ * (batch invariance). */
 static int check_mma_step(rnnt_lstm_act act, int B, int H, int t, uint64_t *seed)
 {
-    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD);
-    float *w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed), *x = host_rand((size_t)B * g4, 3.0f, seed);
-    float *h = host_rand((size_t)B * hp, 1.0f, seed), *bias = host_rand((size_t)4 * H, 0.5f, seed);
-    float *c = host_rand((size_t)B * hp, 2.0f, seed);
-    for (int r = 0; r < 4 * H; r++)
-        for (int k = H; k < hp; k++) w[(size_t)r * hp + k] = 0.0f;
-    for (int b = 0; b < B; b++)
-        for (int k = H; k < hp; k++) h[(size_t)b * hp + k] = 0.0f;
-    int *len = (int *)malloc((size_t)B * sizeof(int)), *dlen;
-    for (int b = 0; b < B; b++) len[b] = b == 0 ? t + 1 : (int)(tu_rand_next(seed) % (t + 3));
-    void *dw = dev_put(w, (size_t)4 * H * hp, CU_F16), *dx = dev_put(x, (size_t)B * g4, CU_F16);
-    void *dh = dev_put(h, (size_t)B * hp, CU_F16);
-    float *db = (float *)dev_put(bias, (size_t)4 * H, CU_F32), *dc;
-    CK(cudaMalloc(&dc, (size_t)B * hp * 4));
-    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
-    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
-    size_t hb = (size_t)B * hp * 2;
+    step_case sc;
+    step_case_make(&sc, CU_F16, B, H, t + 3, t + 1, seed);
+    int hp = sc.hp, g4 = sc.g4;
+    size_t hb = (size_t)B * hp * 2, cb = (size_t)B * hp * 4;
     void *dy = dev_poison(hb), *dho = dev_poison(hb);
-    float *y = (float *)malloc(hb * 2), *ho = (float *)malloc(hb * 2), *cg = (float *)malloc((size_t)B * hp * 4);
-    float *y1 = (float *)malloc(hb * 2), *c1 = (float *)malloc((size_t)B * hp * 4), *h1 = (float *)malloc(hb * 2);
+    float *y = (float *)malloc(hb * 2), *ho = (float *)malloc(hb * 2), *cg = (float *)malloc(cb);
+    float *y1 = (float *)malloc(hb * 2), *c1 = (float *)malloc(cb), *h1 = (float *)malloc(hb * 2);
     float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
     const char *an = act == RNNT_ACT_HARD ? "hard" : "soft";
     int cases = 0;
     for (int tile = CU_MMA_TILE_8x64; tile <= CU_MMA_TILE_16x128; tile++) {
-        CK(cudaMemcpy(dc, c, (size_t)B * hp * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(sc.dc, sc.c, cb, cudaMemcpyHostToDevice));
         CK(cudaMemset(dy, 0xff, hb));
         CK(cudaMemset(dho, 0xff, hb));
-        RK(cu_lstm_mma_step(0, act, (cu_mma_tile)tile, B, H, hp, (const __half *)dw, (const __half *)dh, (__half *)dho,
-                            (const __half *)dx, (size_t)g4, db, dc, (__half *)dy, (size_t)hp, dlen, t, err, errlen));
+        RK(cu_lstm_mma_step(0, act, (cu_mma_tile)tile, B, H, hp, (const __half *)sc.dw, (const __half *)sc.dh, (__half *)dho,
+                            (const __half *)sc.dx, (size_t)g4, sc.db, sc.dc, (__half *)dy, (size_t)hp, sc.dlen, t, err, errlen));
         CK(cudaDeviceSynchronize());
         dev_get(y, dy, (size_t)B * hp, CU_F16);
         dev_get(ho, dho, (size_t)B * hp, CU_F16);
-        CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(cg, sc.dc, cb, cudaMemcpyDeviceToHost));
         cases++;
         if (tile != CU_MMA_TILE_8x64) { /* the others: bitwise the first tile's results */
-            if (memcmp(y1, y, (size_t)B * hp * 4) || memcmp(c1, cg, (size_t)B * hp * 4) || memcmp(h1, ho, (size_t)B * hp * 4))
+            if (memcmp(y1, y, cb) || memcmp(c1, cg, cb) || memcmp(h1, ho, cb))
                 fail_msg("mma step %s B=%d H=%d t=%d: tile %d differs from tile 1", an, B, H, t, tile);
             continue;
         }
-        memcpy(y1, y, (size_t)B * hp * 4);
-        memcpy(c1, cg, (size_t)B * hp * 4);
-        memcpy(h1, ho, (size_t)B * hp * 4);
+        memcpy(y1, y, cb);
+        memcpy(c1, cg, cb);
+        memcpy(h1, ho, cb);
         for (int b = 0; b < B; b++) {
             for (int j = H; j < hp; j++)
-                if (y[(size_t)b * hp + j] != 0.0f || (t < len[b] && ho[(size_t)b * hp + j] != 0.0f))
+                if (y[(size_t)b * hp + j] != 0.0f || (t < sc.len[b] && ho[(size_t)b * hp + j] != 0.0f))
                     fail_msg("mma step: pad column %d of row %d not zero", j, b);
-            if (t >= len[b]) {
+            if (t >= sc.len[b]) {
                 for (int j = 0; j < H; j++)
-                    if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &c[(size_t)b * hp + j], 4) ||
+                    if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &sc.c[(size_t)b * hp + j], 4) ||
                         !isnan(ho[(size_t)b * hp + j]))
                         fail_msg("mma step: masked row %d written", b);
                 continue;
             }
-            for (int r = 0; r < 4 * H; r++) {
-                double sum = 0;
-                for (int k = 0; k < H; k++) sum += (double)w[(size_t)r * hp + k] * h[(size_t)b * hp + k];
-                pre[r] = (x[(size_t)b * g4 + r] + bias[r]) + (float)sum;
-            }
-            for (int j = 0; j < H; j++) cr[j] = c[(size_t)b * hp + j];
-            rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+            step_case_ref(&sc, act, t, b, pre, hr, cr);
             for (int j = 0; j < H; j++) {
                 float gh = y[(size_t)b * hp + j], gc = cg[(size_t)b * hp + j];
                 if (!(fabsf(gh - rnd_dt(hr[j], CU_F16)) <= 2e-3f) || !(fabsf(gc - cr[j]) <= 2e-5f * (1 + fabsf(cr[j]))) ||
@@ -567,31 +587,20 @@ static int check_mma_step(rnnt_lstm_act act, int B, int H, int t, uint64_t *seed
     int rows[3] = {0, B / 2, B - 1};
     for (int i = 0; i < 3; i++) {
         int b = rows[i];
-        CK(cudaMemcpy(dc, c, (size_t)B * hp * 4, cudaMemcpyHostToDevice));
-        RK(cu_lstm_mma_step(0, act, CU_MMA_TILE_AUTO, 1, H, hp, (const __half *)dw, (const __half *)dh + (size_t)b * hp,
-                            (__half *)dho + (size_t)b * hp, (const __half *)dx + (size_t)b * g4, (size_t)g4, db,
-                            dc + (size_t)b * hp, (__half *)dy + (size_t)b * hp, (size_t)hp, dlen + b, t, err, errlen));
+        CK(cudaMemcpy(sc.dc, sc.c, cb, cudaMemcpyHostToDevice));
+        RK(cu_lstm_mma_step(0, act, CU_MMA_TILE_AUTO, 1, H, hp, (const __half *)sc.dw, (const __half *)sc.dh + (size_t)b * hp,
+                            (__half *)dho + (size_t)b * hp, (const __half *)sc.dx + (size_t)b * g4, (size_t)g4, sc.db,
+                            sc.dc + (size_t)b * hp, (__half *)dy + (size_t)b * hp, (size_t)hp, sc.dlen + b, t, err, errlen));
         CK(cudaDeviceSynchronize());
         dev_get(y, dy, (size_t)B * hp, CU_F16);
-        CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(cg, sc.dc, cb, cudaMemcpyDeviceToHost));
         if (memcmp(&y[(size_t)b * hp], &y1[(size_t)b * hp], (size_t)hp * 4) ||
             memcmp(&cg[(size_t)b * hp], &c1[(size_t)b * hp], (size_t)hp * 4))
             fail_msg("mma step %s B=%d H=%d t=%d: row %d alone differs from the batch", an, B, H, t, b);
     }
-    CK(cudaFree(dw));
-    CK(cudaFree(dx));
-    CK(cudaFree(dh));
-    CK(cudaFree(db));
-    CK(cudaFree(dc));
-    CK(cudaFree(dlen));
+    step_case_free(&sc);
     CK(cudaFree(dy));
     CK(cudaFree(dho));
-    free(w);
-    free(x);
-    free(h);
-    free(bias);
-    free(c);
-    free(len);
     free(y);
     free(ho);
     free(cg);
