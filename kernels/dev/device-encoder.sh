@@ -2,7 +2,7 @@
 # On the GPU machine, from the repository root, after kernels/dev/stage-encoder.sh here and a `run` carrying
 # .gpu/encoder: the GEMM + cell step kernel (cu_mma_step.cu) checked and measured. Logs in $OUT.
 #   bash .gpu/encoder/device-encoder.sh STEPS    STEPS: comma list of
-#   env,tests,quick,lab,labmma,encoder,ncu,sanitize,race,engine
+#   env,tests,quick,lab,labmma,encoder,ncu,sanitize,race,engine,steps
 # tests: test_cuda_kernels in full; quick: RNNT_TEST_QUICK=1 (RNNT_TEST_ONLY=glob picks tests in both); lab: lab_lstm_layer (checks + every table);
 # labmma: its checks and the full-length table only (variants 2, 9-12 at B >= 32); encoder: bench_encoder
 # (ours vs cuDNN, mma table); ncu: the mma step kernel at B = 64 and 256 (lab single-shape mode);
@@ -41,6 +41,12 @@ if has sanitize; then
     log "racecheck test_cuda_kernels (quick)"; RNNT_CUDA_MAPPED=0 RNNT_TEST_QUICK=1 timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kernels 2>&1 | tail -4; echo "exit ${PIPESTATUS[0]}"
   } > "$OUT/sanitize.log" 2>&1
   grep -E "^== |exit |ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log" | head -20
+fi
+if has steps; then  # the step-kernel checks and the encoder test alone, in full
+  { for t in test_fused test_mma_step test_encoder; do
+      log "test_cuda_kernels $t"; RNNT_TEST_ONLY=$t timeout $(tmo 90) $B/test_cuda_kernels; echo "exit $?"
+    done; } > "$OUT/steps.log" 2>&1
+  grep -E "^== |exit |PASSED|FAILED|mma step|fused recurrent|k-enc-.*mma=1" "$OUT/steps.log" | cut -c1-220
 fi
 if has race; then
   { log "racecheck test_mma_step (quick)"; RNNT_TEST_ONLY=test_mma_step RNNT_TEST_QUICK=1 timeout $(tmo 60) compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_kernels 2>&1 | tail -6; echo "exit ${PIPESTATUS[0]}"; } > "$OUT/race.log" 2>&1

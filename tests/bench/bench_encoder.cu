@@ -9,7 +9,9 @@
  * algorithm, device memory per batch item (our encoder's buffers vs cuDNN's workspace + x + y), and
  * the largest difference between our soft encoder and cuDNN's output (same function, so a check).
  * Our time is the replay of the encoder graph (frontend cast + every layer); the input upload is
- * excluded on both sides. cuDNN's fp32 runs without TF32 (as ours) and, separately, with it. */
+ * excluded on both sides. cuDNN's fp32 runs without TF32 (as ours) and, separately, with it. A second table
+ * times the per-step layers on the GEMM + cell kernel (cu_mma_step.h) with each tile and without
+ * programmatic dependent launch. */
 #include <cudnn.h>
 #include <math.h>
 #include <stdio.h>
