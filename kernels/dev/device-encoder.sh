@@ -12,9 +12,7 @@ set -u
 steps=${1:-env,tests,lab,encoder}
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
-unpack "$H/pack.tar.xz" /tmp/ge
-B=/tmp/ge/bin
-use_libs /tmp/ge/lib cudnn cublas cuda_runtime
+open_pack "$H/pack.tar.xz" /tmp/ge cudnn cublas cuda_runtime
 export RNNT_TEST_DATA=$PWD/tests/data
 if has env; then { log env; nvidia-smi; for b in $B/*; do ldd $b | grep -i "not found"; done; } > "$OUT/env.log" 2>&1; grep -E "H100|H200|Driver" "$OUT/env.log" | head -3; fi
 for t in tests quick; do
