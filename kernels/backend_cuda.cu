@@ -10,6 +10,9 @@
  *   RNNT_CUDA_PERSIST=0|1    the persistent recurrence kernel (cu_persist.h) off, or on for every fp16
  *                            runner of max_batch <= 64 (CU_PERSIST_MAX_B); default: on for fp16 runners
  *                            of max_batch <= 32 (CU_PERSIST_AUTO_MAX_B), where it measured faster
+ *   RNNT_CUDA_MMA_STEP=1     per-step fp16 layers: each recurrent step one tensor-core kernel with the cell in
+ *                            its epilogue (cu_mma_step.h) instead of a cuBLAS GEMM + the cell kernel (read
+ *                            by cu_encoder_create; off by default)
  *   RNNT_CUDA_FUSED=1        one fused kernel per recurrent step (cu_lstm_step_fused) for runners of
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
