@@ -54,4 +54,33 @@ int cu_dec_fused_group(const cu_dec_fused_net *net, int group);
 rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb, int group,
                          cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net, char *err, size_t errlen);
 
+/* The same loop with a thread-block cluster of C blocks (8, or 16 where the device allows it) per group
+ * of G slots (issue 16 §3): the predictor's units and the joint projection's outputs are split across
+ * the cluster's blocks, whose rows of the weights stay in shared memory for the whole loop (as much as
+ * fits); block 0 runs the joint, argmax and rule of the group with the decoder state in shared memory
+ * and tells the others which slots emitted; each block's new h (and gp) goes to the blocks that read it
+ * through distributed shared memory, one cluster barrier per layer and one after the projection. Steps
+ * without an emitter involve block 0 alone. Every sum in the per-step kernels' order (lstm_unit_dot,
+ * joint_logit's order), so the bits of the WHILE loop. */
+#define CU_DEC_CLUSTER_MAX_G 16
+typedef struct {
+    int C, G, clusters;
+    size_t smem;                          /* dynamic shared memory per block */
+    size_t o_hid, o_gp, o_wout, o_emb, o_proj; /* byte offsets; CU_DEC_NOT_CACHED: read from global */
+    size_t o_w[CU_DEC_FUSED_MAX_PRED], o_h[CU_DEC_FUSED_MAX_PRED], o_c[CU_DEC_FUSED_MAX_PRED];
+    int U[CU_DEC_FUSED_MAX_PRED];         /* unit slots per block and layer (a multiple of the warps) */
+    int P;                                /* projection rows per block */
+    int V;                                /* embedding rows - 1 */
+} cu_dec_cluster_plan;
+#define CU_DEC_NOT_CACHED ((size_t)-1)
+
+/* The plan for nb slots with clusters of `cluster` blocks (8 or 16) and `slots` slots each (0: enough
+ * clusters to cover the SMs, at most CU_DEC_CLUSTER_MAX_G slots each); 0 when this net or device cannot
+ * run it (then *why says so). */
+int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int slots,
+                             cu_dec_cluster_plan *pl, const char **why);
+rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                           const cu_dec_cluster_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
+                           char *err, size_t errlen);
+
 #endif

@@ -38,6 +38,7 @@ struct cu_decoder {
     int n_graphs;
     int unroll;          /* decoding steps per WHILE iteration */
     int group;           /* slots per block of the fused loop */
+    int cluster, cluster_g; /* blocks and slots (0: auto) per cluster of the cluster loop */
     cudaEvent_t ev[4];
 };
 
@@ -187,6 +188,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->forced = CU_DEC_WHILE;
     d->unroll = CU_DEC_UNROLL_DEFAULT;
     d->group = CU_DEC_GROUP_DEFAULT;
+    d->cluster = 8;
     *out = d;
     return RNNT_OK;
 }
@@ -381,6 +383,11 @@ static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *
 }
 
 void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
+void cu_decoder_set_cluster(cu_decoder *d, int cluster, int slots)
+{
+    d->cluster = cluster >= 16 ? 16 : 8;
+    d->cluster_g = slots < 0 ? 0 : slots;
+}
 
 rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
                            const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
@@ -388,6 +395,20 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
+    if (mode == CU_DEC_CLUSTER) {
+        cu_dec_fused_net net;
+        fused_net(d, fstride_dev, fproj, &net);
+        cu_dec_cluster_plan pl;
+        const char *why = NULL;
+        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, d->cluster, d->cluster_g, &pl, &why)) {
+            RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            RNNT_TRY(cu_dec_cluster(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, err,
+                                    errlen));
+            return enqueue_results(d, nb, err, errlen);
+        }
+        d->note = why; /* a static string: why the cluster loop cannot run; the WHILE graph instead */
+        mode = CU_DEC_WHILE;
+    }
     if (mode == CU_DEC_FUSED) {
         cu_dec_fused_net net;
         fused_net(d, fstride_dev, fproj, &net);
