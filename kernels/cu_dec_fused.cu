@@ -224,6 +224,48 @@ __device__ __forceinline__ void clu_copy_rows(int4 *dst, int rows, int n16, F sr
     }
 }
 
+/* One warp's part of the joint's logits for Q slots (hid rows J apart): outputs warp, warp + kWarps, ...,
+ * each as joint_logit sums it; per slot the warp's best finite logit, its output, the sum of exp(z - best)
+ * and whether any was not finite, written by lane 0 at [q]. Returns Q. */
+template <typename S, int Q>
+__device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout, int ldw, const float *bout, int n_out,
+                                          int warp, int lane, float *wb, float *ws, int *wi, int *wbad)
+{
+    float best[Q], sum[Q];
+    int bi[Q], bad[Q];
+#pragma unroll
+    for (int q = 0; q < Q; q++) best[q] = -INFINITY, sum[q] = 0.0f, bi[q] = n_out, bad[q] = 0;
+    for (int o = warp; o < n_out; o += kWarps) {
+        const S *wr = wout + (size_t)o * ldw;
+        float s[Q];
+#pragma unroll
+        for (int q = 0; q < Q; q++) s[q] = 0.0f;
+        for (int j = lane; j < J; j += 32) {
+            float wv = cu_ld(&wr[j]);
+#pragma unroll
+            for (int q = 0; q < Q; q++) s[q] = fmaf(wv, hid[q * J + j], s[q]);
+        }
+        float bo = bout[o];
+#pragma unroll
+        for (int q = 0; q < Q; q++) {
+            float z = __fadd_rn(warp_sum(s[q]), bo);
+            if (!isfinite(z))
+                bad[q] = 1;
+            else if (z > best[q]) { /* o ascends: a tie keeps the lower index */
+                sum[q] = sum[q] * expf(best[q] - z) + 1.0f;
+                best[q] = z;
+                bi[q] = o;
+            } else {
+                sum[q] += expf(z - best[q]);
+            }
+        }
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int q = 0; q < Q; q++) wb[q] = best[q], ws[q] = sum[q], wi[q] = bi[q], wbad[q] = bad[q];
+    return Q;
+}
+
 template <typename S>
 __device__ __forceinline__ const S *clu_at(const unsigned char *sm, size_t off) { return (const S *)(sm + off); }
 
@@ -244,11 +286,26 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
     const int fstride = *net.fstride_dev;
     float *hid = (float *)(sm + pl.o_hid), *gps = (float *)(sm + pl.o_gp);
     const int n16 = 16 / (int)sizeof(S);
+    /* phase clocks (pl.trace, RNNT_CUDA_DEC_TRACE: thread 0 of blocks 0 and 1 of the first cluster) */
+    const bool tr = pl.trace && blockIdx.x < 2 && threadIdx.x == 0;
+    long long tr_c[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, tr_last = tr ? clock64() : 0, tr_joint = 0, tr_pred = 0;
+#define CLU_T(k)                                  \
+    do {                                          \
+        if (tr) {                                 \
+            long long now_ = clock64();           \
+            tr_c[k] += now_ - tr_last;            \
+            tr_last = now_;                       \
+        }                                         \
+    } while (0)
 
     /* weights of this block's units and outputs into shared memory (row u * 4 + g: w_ih then w_hh) */
     for (int l = 0; l < net.n_pred; l++) {
         const cu_dec_fused_layer &L = net.L[l];
-        if (pl.o_w[l] == CU_DEC_NOT_CACHED) continue;
+        float *bs = (float *)(sm + pl.o_b[l]); /* the units' gate biases: row u * 4 + g */
+        for (int x = threadIdx.x; x < pl.U[l] * 4; x += blockDim.x) {
+            int u = x >> 2, g = x & 3, j = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+            bs[x] = j < L.H ? L.bias[g * L.H + j] : 0.0f;
+        }
         int wi16 = L.ld_ih / n16, wh16 = L.ld_hh / n16;
         for (int x = threadIdx.x; x < pl.U[l] * 4 * (wi16 + wh16); x += blockDim.x) {
             int r = x / (wi16 + wh16), w = x % (wi16 + wh16);
@@ -259,16 +316,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
             ((int4 *)(sm + pl.o_w[l]))[x] = *src;
         }
     }
-    if (pl.o_proj != CU_DEC_NOT_CACHED)
-        clu_copy_rows((int4 *)(sm + pl.o_proj), pl.P, net.ldwp / n16, [&](int u) -> const int4 * {
+    for (int u = threadIdx.x; u < pl.P; u += blockDim.x) {
+        int o = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+        ((float *)(sm + pl.o_jb))[u] = o < J ? net.jb[o] : 0.0f;
+    }
+    for (int o = threadIdx.x; o < net.n_out; o += blockDim.x) ((float *)(sm + pl.o_bout))[o] = net.bout[o];
+    clu_copy_rows((int4 *)(sm + pl.o_proj), pl.P, net.ldwp / n16, [&](int u) -> const int4 * {
             int o = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
             return o < J ? (const int4 *)((const S *)net.wp + (size_t)o * net.ldwp) : NULL;
         });
-    if (rank == 0 && pl.o_wout != CU_DEC_NOT_CACHED)
+    if (rank == 0)
         clu_copy_rows((int4 *)(sm + pl.o_wout), net.n_out, net.ldw / n16,
                       [&](int o) { return (const int4 *)((const S *)net.wout + (size_t)o * net.ldw); });
-    if (pl.o_emb != CU_DEC_NOT_CACHED)
-        clu_copy_rows((int4 *)(sm + pl.o_emb), pl.V + 1, net.ld_emb / n16,
+    clu_copy_rows((int4 *)(sm + pl.o_emb), pl.V + 1, net.ld_emb / n16,
                       [&](int v) { return (const int4 *)((const S *)net.emb + (size_t)v * net.ld_emb); });
     /* the state after the predictor's start step: h (at parity e & 1) of every slot in every block, c of
      * this block's units, gp and the decoder scalars in block 0 */
@@ -300,8 +360,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
     lst.steps = s_steps, lst.skipped = s_skip, lst.done = s_done, lst.k = s_k, lst.p = s_p;
     lst.tokens = st.tokens + (size_t)base * st.cap, lst.frames = st.frames + (size_t)base * st.cap;
     lst.probs = st.probs ? st.probs + (size_t)base * st.cap : NULL;
-    const S *wout_s = pl.o_wout != CU_DEC_NOT_CACHED ? clu_at<S>(sm, pl.o_wout) : (const S *)net.wout;
+    const S *wout_s = clu_at<S>(sm, pl.o_wout);
+    const float *bout_s = (const float *)(sm + pl.o_bout);
     cl.sync(); /* every block has started: shared memory may be written across the cluster */
+    CLU_T(9);
 
     for (int iter = 1;;) {
         if (rank == 0) {
@@ -314,43 +376,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                     hid[x] = joint_act<RELU>(__fadd_rn(f[j], gps[x]));
                 }
                 __syncthreads();
-                for (int i0 = 0; i0 < ng; i0 += 4) {
-                    float best[4], sum[4];
-                    int bi[4], bad[4];
-#pragma unroll
-                    for (int q = 0; q < 4; q++) best[q] = -INFINITY, sum[q] = 0.0f, bi[q] = net.n_out, bad[q] = 0;
-                    const float *h0 = hid + (size_t)i0 * J;
-                    for (int o = warp; o < net.n_out; o += kWarps) {
-                        const S *wr = wout_s + (size_t)o * net.ldw;
-                        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        for (int j = lane; j < J; j += 32) {
-                            float wv = cu_ld(&wr[j]);
-#pragma unroll
-                            for (int q = 0; q < 4; q++) s[q] = fmaf(wv, h0[q * J + j], s[q]);
-                        }
-                        float bo = net.bout[o];
-#pragma unroll
-                        for (int q = 0; q < 4; q++) {
-                            float z = __fadd_rn(warp_sum(s[q]), bo);
-                            if (!isfinite(z))
-                                bad[q] = 1;
-                            else if (z > best[q]) { /* o ascends: a tie keeps the lower index */
-                                sum[q] = sum[q] * expf(best[q] - z) + 1.0f;
-                                best[q] = z;
-                                bi[q] = o;
-                            } else {
-                                sum[q] += expf(z - best[q]);
-                            }
-                        }
-                    }
-                    if (lane == 0)
-#pragma unroll
-                        for (int q = 0; q < 4; q++)
-                            if (i0 + q < kCluG) {
-                                wbest[warp][i0 + q] = best[q], wsum[warp][i0 + q] = sum[q];
-                                widx[warp][i0 + q] = bi[q], wbad[warp][i0 + q] = bad[q];
-                            }
-                }
+                for (int i0 = 0; i0 < ng;) /* 4 slots at a time while 4 are left, then one */
+                    if (ng - i0 >= 4)
+                        i0 += clu_logits<S, 4>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
+                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
+                    else
+                        i0 += clu_logits<S, 1>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
+                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
+                CLU_T(0);
                 __syncthreads();
                 for (int i = warp; i < ng; i += kWarps) {
                     int emits = 0, live = 0;
@@ -366,6 +399,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                     }
                     if (lane == 0) s_emits[i] = emits;
                 }
+                CLU_T(1);
                 __syncthreads();
                 if (warp == 0) {
                     unsigned em = __ballot_sync(0xffffffffu, lane < ng && s_emits[lane]);
@@ -376,6 +410,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                 }
                 __syncthreads();
                 iter++;
+                if (tr) tr_joint++;
                 if (ctl.n > 0 || ctl.stop) break;
             }
             /* to the other blocks */
@@ -385,15 +420,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                 dst[x % words] = ((const int *)&ctl)[x % words];
             }
         }
+        CLU_T(3);
         cl.sync();
+        CLU_T(4);
         if (ctl.stop) break;
         const int n = ctl.n;
+        if (tr) tr_pred++;
         /* the predictor step of the emitters, layer by layer: this block's units, h to every block */
         for (int l = 0; l < net.n_pred; l++) {
             const cu_dec_fused_layer &L = net.L[l];
             const S *hb = clu_at<S>(sm, pl.o_h[l]);
             float *cs = (float *)(sm + pl.o_c[l]);
-            const bool wsm = pl.o_w[l] != CU_DEC_NOT_CACHED;
             const int rowlen = L.ld_ih + L.ld_hh;
             for (int u = warp; u < pl.U[l]; u += kWarps) {
                 int j = ((u / kWarps) * C + rank) * kWarps + warp;
@@ -401,13 +438,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                 const S *wi[4], *wh[4];
 #pragma unroll
                 for (int g = 0; g < 4; g++) {
-                    wi[g] = wsm ? clu_at<S>(sm, pl.o_w[l]) + (size_t)(u * 4 + g) * rowlen
-                                : (const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih;
-                    wh[g] = wsm ? wi[g] + L.ld_ih : (const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh;
+                    wi[g] = clu_at<S>(sm, pl.o_w[l]) + (size_t)(u * 4 + g) * rowlen;
+                    wh[g] = wi[g] + L.ld_ih;
                 }
                 float bias[4];
 #pragma unroll
-                for (int g = 0; g < 4; g++) bias[g] = L.bias[g * L.H + j];
+                for (int g = 0; g < 4; g++) bias[g] = ((const float *)(sm + pl.o_b[l]))[u * 4 + g];
                 for (int r0 = 0; r0 < n; r0 += 4) {
                     const int nr = min(4, n - r0);
                     const S *x[4], *hold[4];
@@ -417,8 +453,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                         int i = ctl.rows[r0 + min(q, nr - 1)], e = ctl.e[i];
                         is[q] = i;
                         if (l == 0)
-                            x[q] = (pl.o_emb != CU_DEC_NOT_CACHED ? clu_at<S>(sm, pl.o_emb) : (const S *)net.emb) +
-                                   (size_t)ctl.k[i] * net.ld_emb;
+                            x[q] = clu_at<S>(sm, pl.o_emb) + (size_t)ctl.k[i] * net.ld_emb;
                         else
                             x[q] = clu_at<S>(sm, pl.o_h[l - 1]) + ((size_t)(e & 1) * G + i) * net.L[l - 1].ldh;
                         hold[q] = hb + ((size_t)((e - 1) & 1) * G + i) * L.ldh;
@@ -447,7 +482,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                     }
                 }
             }
+            CLU_T(5);
             cl.sync(); /* the next layer (or the projection) reads every block's new h */
+            CLU_T(6);
         }
         /* the joint's predictor projection of the emitters: this block's outputs, to block 0 */
         {
@@ -457,9 +494,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
             for (int u = warp; u < pl.P; u += kWarps) {
                 int o = ((u / kWarps) * C + rank) * kWarps + warp;
                 if (o >= J) break;
-                const S *wr = pl.o_proj != CU_DEC_NOT_CACHED ? clu_at<S>(sm, pl.o_proj) + (size_t)u * net.ldwp
-                                                             : (const S *)net.wp + (size_t)o * net.ldwp;
-                float bo = net.jb[o];
+                const S *wr = clu_at<S>(sm, pl.o_proj) + (size_t)u * net.ldwp;
+                float bo = ((const float *)(sm + pl.o_jb))[u];
                 for (int r0 = 0; r0 < n; r0 += 4) {
                     const int nr = min(4, n - r0);
                     const S *g[4];
@@ -482,8 +518,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                 }
             }
         }
+        CLU_T(7);
         cl.sync(); /* block 0's next joint reads gp; ctl may be rewritten */
+        CLU_T(8);
     }
+    if (tr) {
+        long long *o = pl.trace + blockIdx.x * 16;
+        for (int k = 0; k < 10; k++) o[k] = tr_c[k];
+        o[10] = tr_joint, o[11] = tr_pred;
+    }
+#undef CLU_T
     if (rank == 0)
         for (int i = threadIdx.x; i < ng; i += blockDim.x) {
             int b = base + i;
@@ -547,7 +591,7 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
     pl->C = C, pl->G = G, pl->clusters = (nb + G - 1) / G, pl->V = V;
     size_t off = 0, limit = (size_t)optin - 6 * 1024; /* the kernel's static shared memory */
 #define TAKE(o, bytes) (off = (off + 15) & ~(size_t)15, (o) = off, off += (bytes))
-    TAKE(pl->o_hid, (size_t)((G + 3) / 4 * 4) * net->J * 4);
+    TAKE(pl->o_hid, (size_t)G * net->J * 4);
     TAKE(pl->o_gp, (size_t)G * net->J * 4);
     for (int l = 0; l < net->n_pred; l++) {
         const cu_dec_fused_layer *L = &net->L[l];
@@ -560,28 +604,28 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
         *why = "the state does not fit in shared memory";
         return 0;
     }
-    /* weights as far as they fit: the predictor layers, the projection, the output layer, the embedding */
+    /* every weight and bias the loop reads, in shared memory: the layers' units, the projection's
+     * outputs, the output layer and the embedding (loads from global memory after each cluster barrier
+     * missed L1 and cost an L2 round trip per unit and output: kernels/dev/NOTES.md) */
+    int aligned = (net->ldwp * esz) % 16 == 0 && (net->ldw * esz) % 16 == 0 && (net->ld_emb * esz) % 16 == 0;
     for (int l = 0; l < net->n_pred; l++) {
         const cu_dec_fused_layer *L = &net->L[l];
-        size_t o, bytes = (size_t)pl->U[l] * 4 * (L->ld_ih + L->ld_hh) * esz, save = off;
-        TAKE(o, bytes);
-        if (off <= limit && (L->ld_ih * esz) % 16 == 0 && (L->ld_hh * esz) % 16 == 0)
-            pl->o_w[l] = o;
-        else
-            pl->o_w[l] = CU_DEC_NOT_CACHED, off = save;
+        aligned = aligned && (L->ld_ih * esz) % 16 == 0 && (L->ld_hh * esz) % 16 == 0;
+        TAKE(pl->o_w[l], (size_t)pl->U[l] * 4 * (L->ld_ih + L->ld_hh) * esz);
+        TAKE(pl->o_b[l], (size_t)pl->U[l] * 4 * 4);
     }
-    struct {
-        size_t *o, bytes, ld;
-    } opt[3] = {{&pl->o_proj, (size_t)pl->P * net->ldwp * esz, (size_t)net->ldwp},
-                {&pl->o_wout, (size_t)net->n_out * net->ldw * esz, (size_t)net->ldw},
-                {&pl->o_emb, (size_t)(V + 1) * net->ld_emb * esz, (size_t)net->ld_emb}};
-    for (int k = 0; k < 3; k++) {
-        size_t o, save = off;
-        TAKE(o, opt[k].bytes);
-        if (off <= limit && (opt[k].ld * esz) % 16 == 0)
-            *opt[k].o = o;
-        else
-            *opt[k].o = CU_DEC_NOT_CACHED, off = save;
+    TAKE(pl->o_proj, (size_t)pl->P * net->ldwp * esz);
+    TAKE(pl->o_jb, (size_t)pl->P * 4);
+    TAKE(pl->o_wout, (size_t)net->n_out * net->ldw * esz);
+    TAKE(pl->o_bout, (size_t)net->n_out * 4);
+    TAKE(pl->o_emb, (size_t)(V + 1) * net->ld_emb * esz);
+    if (!aligned) {
+        *why = "weight rows not 16-byte multiples";
+        return 0;
+    }
+    if (off > limit) {
+        *why = "the predictor and joint weights do not fit in the cluster's shared memory";
+        return 0;
     }
 #undef TAKE
     pl->smem = (off + 15) & ~(size_t)15;

@@ -56,8 +56,8 @@ rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rn
 
 /* The same loop with a thread-block cluster of C blocks (8, or 16 where the device allows it) per group
  * of G slots (issue 16 §3): the predictor's units and the joint projection's outputs are split across
- * the cluster's blocks, whose rows of the weights stay in shared memory for the whole loop (as much as
- * fits); block 0 runs the joint, argmax and rule of the group with the decoder state in shared memory
+ * the cluster's blocks, whose rows of the weights (and biases) stay in shared memory for the whole
+ * loop (a net whose rows do not fit is not run: use 16 blocks, or the WHILE loop); block 0 runs the joint, argmax and rule of the group with the decoder state in shared memory
  * and tells the others which slots emitted; each block's new h (and gp) goes to the blocks that read it
  * through distributed shared memory, one cluster barrier per layer and one after the projection. Steps
  * without an emitter involve block 0 alone. Every sum in the per-step kernels' order (lstm_unit_dot,
@@ -66,13 +66,13 @@ rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rn
 typedef struct {
     int C, G, clusters;
     size_t smem;                          /* dynamic shared memory per block */
-    size_t o_hid, o_gp, o_wout, o_emb, o_proj; /* byte offsets; CU_DEC_NOT_CACHED: read from global */
-    size_t o_w[CU_DEC_FUSED_MAX_PRED], o_h[CU_DEC_FUSED_MAX_PRED], o_c[CU_DEC_FUSED_MAX_PRED];
+    size_t o_hid, o_gp, o_wout, o_bout, o_emb, o_proj, o_jb; /* byte offsets in it */
+    size_t o_w[CU_DEC_FUSED_MAX_PRED], o_b[CU_DEC_FUSED_MAX_PRED], o_h[CU_DEC_FUSED_MAX_PRED], o_c[CU_DEC_FUSED_MAX_PRED];
     int U[CU_DEC_FUSED_MAX_PRED];         /* unit slots per block and layer (a multiple of the warps) */
     int P;                                /* projection rows per block */
     int V;                                /* embedding rows - 1 */
+    long long *trace;                     /* NULL, or [2][16] device words: phase clocks of blocks 0 and 1 */
 } cu_dec_cluster_plan;
-#define CU_DEC_NOT_CACHED ((size_t)-1)
 
 /* The plan for nb slots with clusters of `cluster` blocks (8 or 16) and `slots` slots each (0: enough
  * clusters to cover the SMs, at most CU_DEC_CLUSTER_MAX_G slots each); 0 when this net or device cannot

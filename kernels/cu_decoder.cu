@@ -3,6 +3,7 @@
 
 #include "cu_dec_fused.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -402,8 +403,30 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
         const char *why = NULL;
         if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, d->cluster, d->cluster_g, &pl, &why)) {
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of the first cluster */
+            long long *tdev = NULL;
+            if (tv && *tv == '1') {
+                CU_TRY(cudaMalloc((void **)&tdev, 32 * sizeof(long long)));
+                CU_TRY(cudaMemsetAsync(tdev, 0, 32 * sizeof(long long), d->s));
+                pl.trace = tdev;
+            }
             RNNT_TRY(cu_dec_cluster(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, err,
                                     errlen));
+            if (tdev) {
+                long long h[32];
+                CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
+                CU_TRY(cudaStreamSynchronize(d->s));
+                cudaFree(tdev);
+                static const char *ph[10] = {"joint", "rule", "-", "push", "bcast-wait", "layer", "layer-wait",
+                                             "proj", "proj-wait", "init"};
+                for (int r = 0; r < 2; r++) {
+                    fprintf(stderr, "dec_cluster nb %d C %d G %d smem %zu block %d: joint steps %lld, pred steps %lld;", nb,
+                            pl.C, pl.G, pl.smem, r, h[r * 16 + 10], h[r * 16 + 11]);
+                    for (int k = 0; k < 10; k++)
+                        if (k != 2) fprintf(stderr, " %s %.1f", ph[k], h[r * 16 + k] / 1000.0);
+                    fprintf(stderr, " (kcycles)\n");
+                }
+            }
             return enqueue_results(d, nb, err, errlen);
         }
         d->note = why; /* a static string: why the cluster loop cannot run; the WHILE graph instead */

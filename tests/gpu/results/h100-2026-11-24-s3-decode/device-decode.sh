@@ -14,7 +14,7 @@ bench() { # PACK [VAR=VALUE...]
   local pack=$1; shift; libs $pack
   log "bench_engine $pack $*"
   env "$@" timeout ${BT:-60} /tmp/b_$pack/bin/bench_engine models/en-char-small --batches ${BATCHES:-1,32,256} --seconds 10 \
-    --reps ${REPS:-7} --extras 0 2>&1 | grep -E "^\| [0-9]|rror|cuda"
+    --reps ${REPS:-7} --extras 0 2>&1 | grep -E "^\| [0-9]|rror|cuda|dec_cluster"
 }
 D=/tmp/b_decode; libs decode
 log smoke; BT=30 BATCHES=1,17 REPS=1 bench decode RNNT_CUDA_DECODE=cluster; smoke=$?
@@ -22,7 +22,9 @@ log test_cuda_kernels; timeout 120 $D/bin/test_cuda_kernels > $OUT/k.log 2>&1; e
 log test_cuda_engine; timeout 150 $D/bin/test_cuda_engine > $OUT/e.log 2>&1; echo "exit $?"; grep -iE "PASSED|FAILED|fail|cluster|within" $OUT/e.log | head -20
 log test_stream; RNNT_TEST_BACKEND=cuda timeout 60 $D/bin/test_stream > $OUT/s.log 2>&1; echo "exit $?"; grep -E "PASSED|FAILED" $OUT/s.log | head -3
 for round in 1 2; do
-  bench abnew; bench decode; bench decode RNNT_CUDA_DECODE=cluster
+  bench abnew; bench decode; bench decode RNNT_CUDA_DECODE=cluster; bench decode RNNT_CUDA_DECODE=cluster RNNT_CUDA_DEC_CLUSTER=16
 done
 [ -d /tmp/b_abold ] && bench abold
-bench decode RNNT_CUDA_DECODE=cluster RNNT_CUDA_DEC_CLUSTER=16
+for c in 8 16; do for nb in 1 32 256; do
+  BATCHES=$nb REPS=1 bench decode RNNT_CUDA_DECODE=cluster RNNT_CUDA_DEC_CLUSTER=$c RNNT_CUDA_DEC_TRACE=1 | tail -3
+done; done
