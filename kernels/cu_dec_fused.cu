@@ -273,6 +273,7 @@ template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_rule rule, cu_dec_state st,
                                                                 cu_dec_fused_net net, cu_dec_cluster_plan pl)
 {
+    static_assert(kWarps == 8, "units and outputs go to other blocks in groups of 8 (one per warp)");
     cg::cluster_group cl = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ clu_ctl ctl;
@@ -347,7 +348,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
     }
     if (rank == 0) {
         for (int x = threadIdx.x; x < ng * J; x += blockDim.x)
-            gps[x] = net.gp[(size_t)(base + x / J) * net.ldg + x % J];
+            gps[(size_t)(x / J) * pl.ldgs + x % J] = net.gp[(size_t)(base + x / J) * net.ldg + x % J];
         for (int i = threadIdx.x; i < ng; i += blockDim.x) {
             int b = base + i;
             s_t[i] = st.t[b], s_lab[i] = st.labels[b], s_tenc[i] = st.t_enc[b], s_ntok[i] = st.n_tok[b];
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                     int i = x / J, j = x % J;
                     if (s_done[i]) continue;
                     const float *f = net.fproj + ((size_t)(base + i) * fstride + s_t[i]) * net.ldf;
-                    hid[x] = joint_act<RELU>(__fadd_rn(f[j], gps[x]));
+                    hid[x] = joint_act<RELU>(__fadd_rn(f[j], gps[(size_t)i * pl.ldgs + j]));
                 }
                 __syncthreads();
                 for (int i0 = 0; i0 < ng;) /* 4 slots at a time while 4 are left, then one */
@@ -474,12 +475,26 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                         float cn, hn;
                         lstm_cell<HARD>(a, *cp, &cn, &hn);
                         __syncwarp();
-                        if (lane == 0) *cp = cn;
-                        if (lane < C) {
-                            S *dst = (S *)cl.map_shared_rank((void *)(sm + pl.o_h[l]), lane);
-                            cu_st(&dst[((size_t)(ctl.e[i] & 1) * G + i) * L.ldh + j], hn);
+                        if (lane == 0) {
+                            *cp = cn;
+                            cu_st(&((S *)(sm + pl.o_stage))[(size_t)i * pl.U[l] + u], hn);
                         }
                     }
+                }
+            }
+            /* the new h to every block in one burst of 16-byte stores (units u = 8 m + w are h[j0 + w],
+             * j0 = 8 (m C + rank)): a remote store between the loads of the unit loop stalled it ~1 us */
+            __syncthreads();
+            {
+                const int per = 8 * (int)sizeof(S) / 16, groups = pl.U[l] / 8, total = n * groups * per * C;
+                for (int x = threadIdx.x; x < total; x += blockDim.x) {
+                    int k = x % per, m = (x / per) % groups, r = (x / per / groups) % C, row = x / per / groups / C;
+                    int i = ctl.rows[row], j0 = (m * C + rank) * 8;
+                    if (j0 >= L.H) continue;
+                    const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.U[l] + m * 8) * sizeof(S)) + k;
+                    int4 *dst = (int4 *)cl.map_shared_rank(
+                                    (void *)(sm + pl.o_h[l] + (((size_t)(ctl.e[i] & 1) * G + i) * L.ldh + j0) * sizeof(S)), r) + k;
+                    *dst = *src;
                 }
             }
             CLU_T(5);
@@ -490,7 +505,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
         {
             const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
             const S *hb = clu_at<S>(sm, pl.o_h[net.n_pred - 1]);
-            float *gdst = (float *)cl.map_shared_rank((void *)gps, 0);
+            float *pst = (float *)(sm + pl.o_stage);
             for (int u = warp; u < pl.P; u += kWarps) {
                 int o = ((u / kWarps) * C + rank) * kWarps + warp;
                 if (o >= J) break;
@@ -513,9 +528,21 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
                         float v = warp_sum(s[q]);
-                        if (lane == 0 && q < nr) gdst[(size_t)ctl.rows[r0 + q] * J + o] = __fadd_rn(v, bo);
+                        if (lane == 0 && q < nr) pst[(size_t)ctl.rows[r0 + q] * pl.P + u] = __fadd_rn(v, bo);
                     }
                 }
+            }
+        }
+        __syncthreads(); /* this block's gp outputs to block 0 in one burst (as h above) */
+        {
+            const int groups = pl.P / 8, total = n * groups * 2;
+            for (int x = threadIdx.x; x < total; x += blockDim.x) {
+                int k = x % 2, m = (x / 2) % groups, row = x / 2 / groups;
+                int i = ctl.rows[row], o0 = (m * C + rank) * 8;
+                if (o0 >= J) continue;
+                const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.P + m * 8) * 4) + k;
+                int4 *dst = (int4 *)cl.map_shared_rank((void *)(gps + (size_t)i * pl.ldgs + o0), 0) + k;
+                *dst = *src;
             }
         }
         CLU_T(7);
@@ -592,7 +619,8 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
     size_t off = 0, limit = (size_t)optin - 6 * 1024; /* the kernel's static shared memory */
 #define TAKE(o, bytes) (off = (off + 15) & ~(size_t)15, (o) = off, off += (bytes))
     TAKE(pl->o_hid, (size_t)G * net->J * 4);
-    TAKE(pl->o_gp, (size_t)G * net->J * 4);
+    pl->ldgs = (net->J + 7) / 8 * 8;
+    TAKE(pl->o_gp, (size_t)G * pl->ldgs * 4);
     for (int l = 0; l < net->n_pred; l++) {
         const cu_dec_fused_layer *L = &net->L[l];
         pl->U[l] = (L->H + C * kWarps - 1) / (C * kWarps) * kWarps;
@@ -600,6 +628,10 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
         TAKE(pl->o_c[l], (size_t)G * pl->U[l] * 4);
     }
     pl->P = (net->J + C * kWarps - 1) / (C * kWarps) * kWarps;
+    size_t stage = (size_t)G * pl->P * 4;
+    for (int l = 0; l < net->n_pred; l++)
+        if ((size_t)G * pl->U[l] * esz > stage) stage = (size_t)G * pl->U[l] * esz;
+    TAKE(pl->o_stage, stage);
     if (off > limit) {
         *why = "the state does not fit in shared memory";
         return 0;

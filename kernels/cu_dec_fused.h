@@ -66,7 +66,8 @@ rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rn
 typedef struct {
     int C, G, clusters;
     size_t smem;                          /* dynamic shared memory per block */
-    size_t o_hid, o_gp, o_wout, o_bout, o_emb, o_proj, o_jb; /* byte offsets in it */
+    size_t o_hid, o_gp, o_wout, o_bout, o_emb, o_proj, o_jb, o_stage; /* byte offsets in it */
+    int ldgs;                             /* row stride of block 0's gp rows (floats, a multiple of 8) */
     size_t o_w[CU_DEC_FUSED_MAX_PRED], o_b[CU_DEC_FUSED_MAX_PRED], o_h[CU_DEC_FUSED_MAX_PRED], o_c[CU_DEC_FUSED_MAX_PRED];
     int U[CU_DEC_FUSED_MAX_PRED];         /* unit slots per block and layer (a multiple of the warps) */
     int P;                                /* projection rows per block */
