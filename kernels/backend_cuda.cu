@@ -22,6 +22,7 @@
  *                            weights in shared memory (cu_dec_cluster, cu_dec_fused.h); blocks per
  *                            cluster: RNNT_CUDA_DEC_CLUSTER=8|16 (default 8); slots per cluster:
  *                            RNNT_CUDA_DEC_CLUSTER_G=g (default: the batch spread over the SMs; <= 16)
+ *   RNNT_CUDA_DEC_TRACE=1    lab: the cluster loop prints the phase clocks of its first cluster to stderr
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
  *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
  *                            process-wide)
