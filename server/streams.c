@@ -611,12 +611,9 @@ char *strm_metrics_append(srv *s, char *buf, size_t *len)
 {
     strm_service *svc = s->streams;
     if (!svc) return buf;
-    size_t cap = *len + 4096;
-    char *b = realloc(buf, cap);
-    if (!b) {
-        free(buf);
-        return NULL;
-    }
+    /* buf holds at least *len bytes; append grows it (and leaves b valid when it cannot). */
+    size_t cap = *len;
+    char *b = buf;
     int bad = append(&b, len, &cap,
                      "# HELP rnntd_streams_open WebSocket streams open now.\n# TYPE rnntd_streams_open gauge\nrnntd_streams_open %lld\n"
                      "# HELP rnntd_streams_total Streams configured, finished with a final result, ended by an error.\n"

@@ -43,7 +43,7 @@ typedef struct {
     size_t n_samples;      /* nonzero: features holds PCM at the model's rate */
     rnnt_result result;    /* filled when status == RNNT_OK */
     rnnt_status status;    /* RNNT_OK, a per-utterance RNNT_ERR_NUMERIC, or the batch's error */
-    char err[200];
+    char err[256];         /* the batch's error as the engine wrote it (svc_run's buffer), or the job's own */
     double compute_s;      /* engine time of its batch */
 } eng_job;
 
