@@ -227,7 +227,7 @@ __device__ __forceinline__ void clu_copy_rows(int4 *dst, int rows, int n16, F sr
 /* One warp's part of the joint's logits for Q slots (hid rows J apart): outputs warp, warp + kWarps, ...,
  * each as joint_logit sums it; per slot the warp's best finite logit, its output, the sum of exp(z - best)
  * and whether any was not finite, written by lane 0 at [q]. Returns Q. */
-template <typename S, int Q>
+template <typename S, int Q, int W>
 __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout, int ldw, const float *bout, int n_out,
                                           int warp, int lane, float *wb, float *ws, int *wi, int *wbad)
 {
@@ -235,7 +235,7 @@ __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout
     int bi[Q], bad[Q];
 #pragma unroll
     for (int q = 0; q < Q; q++) best[q] = -INFINITY, sum[q] = 0.0f, bi[q] = n_out, bad[q] = 0;
-    for (int o = warp; o < n_out; o += kWarps) {
+    for (int o = warp; o < n_out; o += W) {
         const S *wr = wout + (size_t)o * ldw;
         float s[Q];
 #pragma unroll
@@ -269,19 +269,19 @@ __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout
 template <typename S>
 __device__ __forceinline__ const S *clu_at(const unsigned char *sm, size_t off) { return (const S *)(sm + off); }
 
-template <typename S, bool HARD, bool RELU>
-__global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_rule rule, cu_dec_state st,
+template <typename S, bool HARD, bool RELU, int W>
+__global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule rule, cu_dec_state st,
                                                                 cu_dec_fused_net net, cu_dec_cluster_plan pl)
 {
-    static_assert(kWarps == 8, "units and outputs go to other blocks in groups of 8 (one per warp)");
+    static_assert(W == 8 || W == 16, "W warps; units and outputs go to other blocks in groups of W");
     cg::cluster_group cl = cg::this_cluster();
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ clu_ctl ctl;
     __shared__ int s_t[kCluG], s_lab[kCluG], s_tenc[kCluG], s_ntok[kCluG], s_e[kCluG], s_status[kCluG], s_steps[kCluG],
         s_skip[kCluG], s_done[kCluG], s_k[kCluG], s_emits[kCluG];
     __shared__ float s_p[kCluG];
-    __shared__ float wbest[kWarps][kCluG], wsum[kWarps][kCluG];
-    __shared__ int widx[kWarps][kCluG], wbad[kWarps][kCluG];
+    __shared__ float wbest[W][kCluG], wsum[W][kCluG];
+    __shared__ int widx[W][kCluG], wbad[W][kCluG];
     const int C = pl.C, G = pl.G, rank = (int)cl.block_rank(), base = (int)(blockIdx.x / C) * G;
     const int ng = min(G, nb - base), warp = threadIdx.x >> 5, lane = threadIdx.x & 31, J = net.J;
     const int fstride = *net.fstride_dev;
@@ -304,13 +304,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
         const cu_dec_fused_layer &L = net.L[l];
         float *bs = (float *)(sm + pl.o_b[l]); /* the units' gate biases: row u * 4 + g */
         for (int x = threadIdx.x; x < pl.U[l] * 4; x += blockDim.x) {
-            int u = x >> 2, g = x & 3, j = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+            int u = x >> 2, g = x & 3, j = ((u / W) * C + rank) * W + u % W;
             bs[x] = j < L.H ? L.bias[g * L.H + j] : 0.0f;
         }
         int wi16 = L.ld_ih / n16, wh16 = L.ld_hh / n16;
         for (int x = threadIdx.x; x < pl.U[l] * 4 * (wi16 + wh16); x += blockDim.x) {
             int r = x / (wi16 + wh16), w = x % (wi16 + wh16);
-            int u = r >> 2, g = r & 3, j = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+            int u = r >> 2, g = r & 3, j = ((u / W) * C + rank) * W + u % W;
             if (j >= L.H) continue;
             const int4 *src = w < wi16 ? (const int4 *)((const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih) + w
                                        : (const int4 *)((const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh) + (w - wi16);
@@ -318,12 +318,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
         }
     }
     for (int u = threadIdx.x; u < pl.P; u += blockDim.x) {
-        int o = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+        int o = ((u / W) * C + rank) * W + u % W;
         ((float *)(sm + pl.o_jb))[u] = o < J ? net.jb[o] : 0.0f;
     }
     for (int o = threadIdx.x; o < net.n_out; o += blockDim.x) ((float *)(sm + pl.o_bout))[o] = net.bout[o];
     clu_copy_rows((int4 *)(sm + pl.o_proj), pl.P, net.ldwp / n16, [&](int u) -> const int4 * {
-            int o = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+            int o = ((u / W) * C + rank) * W + u % W;
             return o < J ? (const int4 *)((const S *)net.wp + (size_t)o * net.ldwp) : NULL;
         });
     if (rank == 0)
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
         }
         float *cs = (float *)(sm + pl.o_c[l]);
         for (int x = threadIdx.x; x < ng * pl.U[l]; x += blockDim.x) {
-            int i = x / pl.U[l], u = x % pl.U[l], j = ((u / kWarps) * C + rank) * kWarps + u % kWarps;
+            int i = x / pl.U[l], u = x % pl.U[l], j = ((u / W) * C + rank) * W + u % W;
             cs[x] = j < L.H ? L.c[(size_t)(base + i) * L.ldc + j] : 0.0f;
         }
     }
@@ -379,19 +379,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                 __syncthreads();
                 for (int i0 = 0; i0 < ng;) /* 4 slots at a time while 4 are left, then one */
                     if (ng - i0 >= 4)
-                        i0 += clu_logits<S, 4>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
+                        i0 += clu_logits<S, 4, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
                                                &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
                     else
-                        i0 += clu_logits<S, 1>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
+                        i0 += clu_logits<S, 1, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
                                                &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
                 CLU_T(0);
                 __syncthreads();
-                for (int i = warp; i < ng; i += kWarps) {
+                for (int i = warp; i < ng; i += W) {
                     int emits = 0, live = 0;
                     if (!s_done[i]) { /* warp-uniform */
                         int bo, anybad;
-                        float bv = best_of_warps(&wbest[0][i], &widx[0][i], &wbad[0][i], kCluG, net.n_out, lane, &bo, &anybad);
-                        float p = softmax_of_best_warp(&wbest[0][i], &wsum[0][i], kCluG, lane, bv);
+                        float bv = best_of_warps<W>(&wbest[0][i], &widx[0][i], &wbad[0][i], kCluG, net.n_out, lane, &bo, &anybad);
+                        float p = softmax_of_best_warp<W>(&wbest[0][i], &wsum[0][i], kCluG, lane, bv);
                         if (lane == 0) {
                             s_k[i] = (anybad || bo == net.n_out) ? -1 : bo;
                             s_p[i] = s_k[i] >= 0 ? p : 0.0f;
@@ -433,8 +433,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
             const S *hb = clu_at<S>(sm, pl.o_h[l]);
             float *cs = (float *)(sm + pl.o_c[l]);
             const int rowlen = L.ld_ih + L.ld_hh;
-            for (int u = warp; u < pl.U[l]; u += kWarps) {
-                int j = ((u / kWarps) * C + rank) * kWarps + warp;
+            for (int u = warp; u < pl.U[l]; u += W) {
+                int j = ((u / W) * C + rank) * W + warp;
                 if (j >= L.H) break; /* warp-uniform; later u only larger */
                 const S *wi[4], *wh[4];
 #pragma unroll
@@ -482,16 +482,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
                     }
                 }
             }
-            /* the new h to every block in one burst of 16-byte stores (units u = 8 m + w are h[j0 + w],
-             * j0 = 8 (m C + rank)): a remote store between the loads of the unit loop stalled it ~1 us */
+            /* the new h to every block in one burst of 16-byte stores (units u = W m + w are h[j0 + w],
+             * j0 = W (m C + rank); a 16-byte piece past the padded row (ldh, a multiple of 8) is not sent) */
             __syncthreads();
             {
-                const int per = 8 * (int)sizeof(S) / 16, groups = pl.U[l] / 8, total = n * groups * per * C;
+                const int e16 = 16 / (int)sizeof(S), per = W / e16, groups = pl.U[l] / W, total = n * groups * per * C;
                 for (int x = threadIdx.x; x < total; x += blockDim.x) {
                     int k = x % per, m = (x / per) % groups, r = (x / per / groups) % C, row = x / per / groups / C;
-                    int i = ctl.rows[row], j0 = (m * C + rank) * 8;
-                    if (j0 >= L.H) continue;
-                    const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.U[l] + m * 8) * sizeof(S)) + k;
+                    int i = ctl.rows[row], j0 = (m * C + rank) * W;
+                    if (j0 >= L.H || j0 + k * e16 >= L.ldh) continue;
+                    const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.U[l] + m * W) * sizeof(S)) + k;
                     int4 *dst = (int4 *)cl.map_shared_rank(
                                     (void *)(sm + pl.o_h[l] + (((size_t)(ctl.e[i] & 1) * G + i) * L.ldh + j0) * sizeof(S)), r) + k;
                     *dst = *src;
@@ -506,8 +506,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
             const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
             const S *hb = clu_at<S>(sm, pl.o_h[net.n_pred - 1]);
             float *pst = (float *)(sm + pl.o_stage);
-            for (int u = warp; u < pl.P; u += kWarps) {
-                int o = ((u / kWarps) * C + rank) * kWarps + warp;
+            for (int u = warp; u < pl.P; u += W) {
+                int o = ((u / W) * C + rank) * W + warp;
                 if (o >= J) break;
                 const S *wr = clu_at<S>(sm, pl.o_proj) + (size_t)u * net.ldwp;
                 float bo = ((const float *)(sm + pl.o_jb))[u];
@@ -535,12 +535,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
         }
         __syncthreads(); /* this block's gp outputs to block 0 in one burst (as h above) */
         {
-            const int groups = pl.P / 8, total = n * groups * 2;
+            const int per = W / 4, groups = pl.P / W, total = n * groups * per;
             for (int x = threadIdx.x; x < total; x += blockDim.x) {
-                int k = x % 2, m = (x / 2) % groups, row = x / 2 / groups;
-                int i = ctl.rows[row], o0 = (m * C + rank) * 8;
-                if (o0 >= J) continue;
-                const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.P + m * 8) * 4) + k;
+                int k = x % per, m = (x / per) % groups, row = x / per / groups;
+                int i = ctl.rows[row], o0 = (m * C + rank) * W;
+                if (o0 >= J || o0 + k * 4 >= pl.ldgs) continue;
+                const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.P + m * W) * 4) + k;
                 int4 *dst = (int4 *)cl.map_shared_rank((void *)(gps + (size_t)i * pl.ldgs + o0), 0) + k;
                 *dst = *src;
             }
@@ -564,11 +564,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) k_dec_cluster(int nb, cu_dec_r
         }
 }
 
-template <typename S, bool HARD, bool RELU>
+template <typename S, bool HARD, bool RELU, int W>
 rnnt_status launch_cluster(cudaStream_t stream, int nb, const cu_dec_cluster_plan *pl, cu_dec_rule rule,
                            cu_dec_state st, const cu_dec_fused_net *net, char *err, size_t errlen)
 {
-    auto kern = k_dec_cluster<S, HARD, RELU>;
+    auto kern = k_dec_cluster<S, HARD, RELU, W>;
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
     if (pl->C > 8) CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     cudaLaunchConfig_t cfg = {};
@@ -578,7 +578,7 @@ rnnt_status launch_cluster(cudaStream_t stream, int nb, const cu_dec_cluster_pla
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.gridDim = dim3((unsigned)(pl->clusters * pl->C));
-    cfg.blockDim = dim3(kWarps * 32);
+    cfg.blockDim = dim3(W * 32);
     cfg.dynamicSmemBytes = pl->smem;
     cfg.stream = stream;
     cfg.attrs = attr;
@@ -589,8 +589,8 @@ rnnt_status launch_cluster(cudaStream_t stream, int nb, const cu_dec_cluster_pla
 
 } // namespace
 
-int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int slots,
-                             cu_dec_cluster_plan *pl, const char **why)
+int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int warps,
+                             int slots, cu_dec_cluster_plan *pl, const char **why)
 {
     memset(pl, 0, sizeof *pl);
     *why = NULL;
@@ -610,7 +610,8 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
         *why = "predictor depth";
         return 0;
     }
-    const int C = cluster >= 16 ? 16 : 8;
+    const int C = cluster >= 16 ? 16 : 8, W = warps >= 16 ? 16 : 8;
+    pl->W = W;
     const size_t esz = dt == CU_F16 ? 2 : 4;
     int per = sms / C > 0 ? sms / C : 1; /* clusters that run at once, about */
     int G = slots > 0 ? slots : (nb + per - 1) / per;
@@ -623,11 +624,11 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
     TAKE(pl->o_gp, (size_t)G * pl->ldgs * 4);
     for (int l = 0; l < net->n_pred; l++) {
         const cu_dec_fused_layer *L = &net->L[l];
-        pl->U[l] = (L->H + C * kWarps - 1) / (C * kWarps) * kWarps;
+        pl->U[l] = (L->H + C * W - 1) / (C * W) * W;
         TAKE(pl->o_h[l], 2 * (size_t)G * L->ldh * esz);
         TAKE(pl->o_c[l], (size_t)G * pl->U[l] * 4);
     }
-    pl->P = (net->J + C * kWarps - 1) / (C * kWarps) * kWarps;
+    pl->P = (net->J + C * W - 1) / (C * W) * W;
     size_t stage = (size_t)G * pl->P * 4;
     for (int l = 0; l < net->n_pred; l++)
         if ((size_t)G * pl->U[l] * esz > stage) stage = (size_t)G * pl->U[l] * esz;
@@ -670,15 +671,21 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 {
     if (nb <= 0) return RNNT_OK;
     const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
-#define RNNT_DC(S)                                                                                       \
+#define RNNT_DC_W(S, W)                                                                                  \
     do {                                                                                                 \
         if (hard)                                                                                        \
-            return relu ? launch_cluster<S, true, true>(stream, nb, pl, rule, st, net, err, errlen)      \
-                        : launch_cluster<S, true, false>(stream, nb, pl, rule, st, net, err, errlen);    \
-        return relu ? launch_cluster<S, false, true>(stream, nb, pl, rule, st, net, err, errlen)         \
-                    : launch_cluster<S, false, false>(stream, nb, pl, rule, st, net, err, errlen);       \
+            return relu ? launch_cluster<S, true, true, W>(stream, nb, pl, rule, st, net, err, errlen)   \
+                        : launch_cluster<S, true, false, W>(stream, nb, pl, rule, st, net, err, errlen); \
+        return relu ? launch_cluster<S, false, true, W>(stream, nb, pl, rule, st, net, err, errlen)      \
+                    : launch_cluster<S, false, false, W>(stream, nb, pl, rule, st, net, err, errlen);    \
+    } while (0)
+#define RNNT_DC(S)                       \
+    do {                                 \
+        if (pl->W == 16) RNNT_DC_W(S, 16); \
+        RNNT_DC_W(S, 8);                 \
     } while (0)
     if (dt == CU_F16) RNNT_DC(__half);
     RNNT_DC(float);
+#undef RNNT_DC_W
 #undef RNNT_DC
 }

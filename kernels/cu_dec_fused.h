@@ -64,7 +64,7 @@ rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rn
  * joint_logit's order), so the bits of the WHILE loop. */
 #define CU_DEC_CLUSTER_MAX_G 16
 typedef struct {
-    int C, G, clusters;
+    int C, G, clusters, W;                /* blocks per cluster, slots per cluster, clusters, warps per block */
     size_t smem;                          /* dynamic shared memory per block */
     size_t o_hid, o_gp, o_wout, o_bout, o_emb, o_proj, o_jb, o_stage; /* byte offsets in it */
     int ldgs;                             /* row stride of block 0's gp rows (floats, a multiple of 8) */
@@ -75,11 +75,11 @@ typedef struct {
     long long *trace;                     /* NULL, or [2][16] device words: phase clocks of blocks 0 and 1 */
 } cu_dec_cluster_plan;
 
-/* The plan for nb slots with clusters of `cluster` blocks (8 or 16) and `slots` slots each (0: enough
+/* The plan for nb slots with clusters of `cluster` blocks (8 or 16) of `warps` warps (8 or 16) and `slots` slots each (0: enough
  * clusters to cover the SMs, at most CU_DEC_CLUSTER_MAX_G slots each); 0 when this net or device cannot
  * run it (then *why says so). */
-int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int slots,
-                             cu_dec_cluster_plan *pl, const char **why);
+int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int warps,
+                             int slots, cu_dec_cluster_plan *pl, const char **why);
 rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                            const cu_dec_cluster_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
                            char *err, size_t errlen);

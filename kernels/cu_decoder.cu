@@ -39,7 +39,7 @@ struct cu_decoder {
     int n_graphs;
     int unroll;          /* decoding steps per WHILE iteration */
     int group;           /* slots per block of the fused loop */
-    int cluster, cluster_g; /* blocks and slots (0: auto) per cluster of the cluster loop */
+    int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
     cudaEvent_t ev[4];
 };
 
@@ -190,6 +190,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->unroll = CU_DEC_UNROLL_DEFAULT;
     d->group = CU_DEC_GROUP_DEFAULT;
     d->cluster = 8;
+    d->cluster_w = 8;
     *out = d;
     return RNNT_OK;
 }
@@ -384,9 +385,10 @@ static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *
 }
 
 void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
-void cu_decoder_set_cluster(cu_decoder *d, int cluster, int slots)
+void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
+    d->cluster_w = warps >= 16 ? 16 : 8;
     d->cluster_g = slots < 0 ? 0 : slots;
 }
 
@@ -401,7 +403,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
         fused_net(d, fstride_dev, fproj, &net);
         cu_dec_cluster_plan pl;
         const char *why = NULL;
-        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, d->cluster, d->cluster_g, &pl, &why)) {
+        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, d->cluster, d->cluster_w, d->cluster_g, &pl, &why)) {
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of the first cluster */
             long long *tdev = NULL;

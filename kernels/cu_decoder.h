@@ -50,9 +50,10 @@ void cu_decoder_set_unroll(cu_decoder *d, int unroll);
 /* Slots per block of CU_DEC_FUSED (1, 2, 4 or 8; default CU_DEC_GROUP_DEFAULT; cut to what fits). */
 #define CU_DEC_GROUP_DEFAULT 4
 void cu_decoder_set_group(cu_decoder *d, int group);
-/* Blocks per cluster of CU_DEC_CLUSTER (8, the default, or 16) and slots per cluster (0: as many as
- * spread the batch over the device's SMs; else at most CU_DEC_CLUSTER_MAX_G). */
-void cu_decoder_set_cluster(cu_decoder *d, int cluster, int slots);
+/* Blocks per cluster of CU_DEC_CLUSTER (8, the default, or 16), warps per block (8, the default, or 16)
+ * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
+ * CU_DEC_CLUSTER_MAX_G). */
+void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):

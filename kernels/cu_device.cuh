@@ -169,15 +169,16 @@ __device__ __forceinline__ void pred_proj_rows(int nr, const int *rows, const in
  * kWarps lanes keeps the largest, a tie to the lower output (the serial loop's choice: the indices are
  * distinct, so the order is total and every lane ends with the same). Returns the best logit; *bo its
  * output (n_out when no warp has one), *anybad whether any logit was not finite. */
+template <int WARPS = kWarps>
 __device__ __forceinline__ float best_of_warps(const float *wbest, const int *widx, const int *wbad, int stride, int n_out,
                                                int lane, int *bo, int *anybad)
 {
-    static_assert((kWarps & (kWarps - 1)) == 0 && kWarps <= 32, "kWarps: a power of two <= 32");
-    float bv = lane < kWarps ? wbest[lane * stride] : -INFINITY;
-    int bi = lane < kWarps ? widx[lane * stride] : n_out;
-    *anybad = __any_sync(0xffffffffu, lane < kWarps && wbad[lane * stride]);
+    static_assert((WARPS & (WARPS - 1)) == 0 && WARPS <= 32, "WARPS: a power of two <= 32");
+    float bv = lane < WARPS ? wbest[lane * stride] : -INFINITY;
+    int bi = lane < WARPS ? widx[lane * stride] : n_out;
+    *anybad = __any_sync(0xffffffffu, lane < WARPS && wbad[lane * stride]);
 #pragma unroll
-    for (int o = kWarps / 2; o > 0; o >>= 1) {
+    for (int o = WARPS / 2; o > 0; o >>= 1) {
         float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
         int i2 = __shfl_xor_sync(0xffffffffu, bi, o);
         if (i2 != n_out && (bi == n_out || v2 > bv || (v2 == bv && i2 < bi))) {
@@ -194,12 +195,13 @@ __device__ __forceinline__ float best_of_warps(const float *wbest, const int *wi
  * term per lane, summed by a butterfly; all 32 lanes of one warp call it and get the same value. In
  * float: the terms are <= the output count, so float stays within ~1e-7 relative of the CPU's double
  * sum (the tests allow 1e-4). */
+template <int WARPS = kWarps>
 __device__ __forceinline__ float softmax_of_best_warp(const float *wbest, const float *wsum, int stride, int lane, float bv)
 {
     float s = 0.0f;
-    if (lane < kWarps && wsum[lane * stride] > 0.0f) s = wsum[lane * stride] * expf(wbest[lane * stride] - bv);
+    if (lane < WARPS && wsum[lane * stride] > 0.0f) s = wsum[lane * stride] * expf(wbest[lane * stride] - bv);
 #pragma unroll
-    for (int o = kWarps / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int o = WARPS / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return 1.0f / s;
 }
 

@@ -279,8 +279,8 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
      * the caller alone and with 3 helper threads; then 1 and 3 decoding steps per WHILE iteration
      * (the default is CU_DEC_UNROLL_DEFAULT); the whole loop in one kernel (cu_dec_fused.h) with the
      * default group and with 1 and 8 slots per block; the predictor kernels one row at a time; the loop
-     * in one kernel per cluster of blocks (cu_dec_cluster) with 8 and 16 blocks and 1 (the default
-     * here), 3 and 16 slots per cluster */
+     * in one kernel per cluster of blocks (cu_dec_cluster) with 8 and 16 blocks, 1 (the default
+     * here), 3 and 16 slots per cluster, and 16 warps per block */
     static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "host", NULL, NULL},
                                      {"RNNT_CUDA_DECODE", "profile", NULL, NULL},
                                      {"RNNT_CUDA_GRAPHS", "0", NULL, NULL},
@@ -296,7 +296,8 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                                      {"RNNT_CUDA_DECODE", "cluster", NULL, NULL},
                                      {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER", "16"},
                                      {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "3"},
-                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "16"}};
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "16"},
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_WARPS", "16"}};
     for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
         char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
@@ -324,17 +325,20 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
      * fixed per runner: fp32
      * identical to the CPU (the persistent kernel is fp16-only, its fp32 runner is the default path),
      * fp16 counted against the CPU and bitwise batch-invariant */
-    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED", "RNNT_CUDA_DECODE", "RNNT_CUDA_DECODE"};
-    static const char *path_val[] = {"1", "1", "fused", "cluster"};
-    /* the cluster loop with 5 slots per cluster: a batch of 16 leaves a partial last cluster */
-    static const char *path_g[] = {NULL, NULL, NULL, "5"};
-    int samep[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4; k++) {
+    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED", "RNNT_CUDA_DECODE", "RNNT_CUDA_DECODE",
+                                  "RNNT_CUDA_DECODE"};
+    static const char *path_val[] = {"1", "1", "fused", "cluster", "cluster"};
+    /* the cluster loop with 5 slots per cluster (a batch of 16 leaves a partial last cluster), and with
+     * 16 warps per block */
+    static const char *path_var2[] = {NULL, NULL, NULL, "RNNT_CUDA_DEC_CLUSTER_G", "RNNT_CUDA_DEC_CLUSTER_WARPS"};
+    static const char *path_g[] = {NULL, NULL, NULL, "5", "16"};
+    int samep[5] = {0, 0, 0, 0, 0};
+    for (int k = 0; k < 5; k++) {
         char *saved = env_push(paths[k], path_val[k]);
-        char *saved_g = path_g[k] ? env_push("RNNT_CUDA_DEC_CLUSTER_G", path_g[k]) : NULL;
+        char *saved_g = path_g[k] ? env_push(path_var2[k], path_g[k]) : NULL;
         rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
         rnnt_runner *rq = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
-        if (path_g[k]) env_pop("RNNT_CUDA_DEC_CLUSTER_G", saved_g);
+        if (path_g[k]) env_pop(path_var2[k], saved_g);
         env_pop(paths[k], saved);
         decode_order(rp, &u, order, MAX_B, other);
         for (int i = 0; i < u.n; i++)
