@@ -21,6 +21,12 @@
  *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
  *   RNNT_CUDA_DECODE=fused   the whole decoding loop in one kernel (cu_dec_fused.h); slots per block:
  *                            RNNT_CUDA_DEC_GROUP=1|2|4|8 (default 4)
+ *   RNNT_CUDA_DECODE=cluster the whole decoding loop in one kernel per cluster of blocks, predictor
+ *                            weights in shared memory (cu_dec_cluster, cu_dec_fused.h); blocks per
+ *                            cluster: RNNT_CUDA_DEC_CLUSTER=8|16 (default 8); slots per cluster:
+ *                            RNNT_CUDA_DEC_CLUSTER_G=g (default: the batch spread over the SMs; <= 16);
+ *                            warps per block: RNNT_CUDA_DEC_CLUSTER_WARPS=8|16 (default 8)
+ *   RNNT_CUDA_DEC_TRACE=1    lab: the cluster loop prints the phase clocks of its first cluster to stderr
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
  *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
  *                            process-wide)
@@ -152,6 +158,11 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     if (dm && strcmp(dm, "host") == 0) b->mode = CU_DEC_HOST;
     if (dm && strcmp(dm, "profile") == 0) b->mode = CU_DEC_PROFILE;
     if (dm && strcmp(dm, "fused") == 0) b->mode = CU_DEC_FUSED;
+    if (dm && strcmp(dm, "cluster") == 0) b->mode = CU_DEC_CLUSTER;
+    const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
+    const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
+    cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,
+                           dcg && atoi(dcg) > 0 ? atoi(dcg) : 0);
     const char *dg = getenv("RNNT_CUDA_DEC_GROUP");
     if (dg && atoi(dg) > 0) cu_decoder_set_group(b->dec, atoi(dg));
     b->feats = (const float **)calloc((size_t)p->max_batch, sizeof(float *));

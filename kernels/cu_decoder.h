@@ -9,14 +9,15 @@
  * checks for the end every `poll` steps: the fallback when conditional nodes are unavailable), and
  * CU_DEC_PROFILE (host loop with events around each phase: the time split, at the cost of a sync per
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
- * functions). All modes give the same results. One thread at a time. */
+ * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
+ * weights in shared memory, cu_dec_cluster in cu_dec_fused.h). All modes give the same results. One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
 
 #include "cu_kernels.h"
 #include "cu_weights.h"
 
-typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3 } cu_dec_mode;
+typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3, CU_DEC_CLUSTER = 4 } cu_dec_mode;
 
 typedef struct cu_decoder cu_decoder;
 
@@ -49,6 +50,10 @@ void cu_decoder_set_unroll(cu_decoder *d, int unroll);
 /* Slots per block of CU_DEC_FUSED (1, 2, 4 or 8; default CU_DEC_GROUP_DEFAULT; cut to what fits). */
 #define CU_DEC_GROUP_DEFAULT 4
 void cu_decoder_set_group(cu_decoder *d, int group);
+/* Blocks per cluster of CU_DEC_CLUSTER (8, the default, or 16), warps per block (8, the default, or 16)
+ * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
+ * CU_DEC_CLUSTER_MAX_G). */
+void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
