@@ -17,6 +17,9 @@
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
+ *   (default)                the cluster loop (16 blocks of 16 warps, a slot per cluster) for batches of up to
+ *                            CU_DEC_AUTO_CLUSTER_MAX (8), the WHILE graph for larger ones (cu_decoder.h)
+ *   RNNT_CUDA_DECODE=while   the WHILE graph at every batch size
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
  *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
  *   RNNT_CUDA_DECODE=fused   the whole decoding loop in one kernel (cu_dec_fused.h); slots per block:
@@ -154,7 +157,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *du = getenv("RNNT_CUDA_DECODE_UNROLL");
     if (du && atoi(du) > 0) cu_decoder_set_unroll(b->dec, atoi(du));
     const char *dm = getenv("RNNT_CUDA_DECODE");
-    b->mode = CU_DEC_WHILE;
+    b->mode = CU_DEC_AUTO;
+    if (dm && strcmp(dm, "while") == 0) b->mode = CU_DEC_WHILE;
     if (dm && strcmp(dm, "host") == 0) b->mode = CU_DEC_HOST;
     if (dm && strcmp(dm, "profile") == 0) b->mode = CU_DEC_PROFILE;
     if (dm && strcmp(dm, "fused") == 0) b->mode = CU_DEC_FUSED;

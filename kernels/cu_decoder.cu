@@ -398,12 +398,15 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
+    int auto_cluster = mode == CU_DEC_AUTO && nb <= CU_DEC_AUTO_CLUSTER_MAX;
+    if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
     if (mode == CU_DEC_CLUSTER) {
         cu_dec_fused_net net;
         fused_net(d, fstride_dev, fproj, &net);
         cu_dec_cluster_plan pl;
         const char *why = NULL;
-        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, d->cluster, d->cluster_w, d->cluster_g, &pl, &why)) {
+        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, auto_cluster ? 16 : d->cluster,
+                                     auto_cluster ? 16 : d->cluster_w, auto_cluster ? 1 : d->cluster_g, &pl, &why)) {
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of the first cluster */
             long long *tdev = NULL;

@@ -275,13 +275,15 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
             }
     }
     rnnt_runner_free(r16);
-    /* then staging in chunks of 1000 bytes (utterances split across chunks, a transfer per chunk) by
+    /* the WHILE graph at every batch size (the default runs batches of up to CU_DEC_AUTO_CLUSTER_MAX
+     * slots through the cluster loop), the host loop and the profiled host loop; then staging in chunks of 1000 bytes (utterances split across chunks, a transfer per chunk) by
      * the caller alone and with 3 helper threads; then 1 and 3 decoding steps per WHILE iteration
      * (the default is CU_DEC_UNROLL_DEFAULT); the whole loop in one kernel (cu_dec_fused.h) with the
      * default group and with 1 and 8 slots per block; the predictor kernels one row at a time; the loop
      * in one kernel per cluster of blocks (cu_dec_cluster) with 8 and 16 blocks, 1 (the default
      * here), 3 and 16 slots per cluster, and 16 warps per block */
-    static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "host", NULL, NULL},
+    static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "while", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "host", NULL, NULL},
                                      {"RNNT_CUDA_DECODE", "profile", NULL, NULL},
                                      {"RNNT_CUDA_GRAPHS", "0", NULL, NULL},
                                      {"RNNT_CUDA_MAPPED", "0", NULL, NULL},
@@ -311,7 +313,7 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                 fail_msg("%s: %s=%s%s%s%s%s changes utterance %d", dir, modes[k][0], modes[k][1], modes[k][2] ? " " : "",
                          modes[k][2] ? modes[k][2] : "", modes[k][2] ? "=" : "", modes[k][3] ? modes[k][3] : "", i);
             }
-        if (k == 1) { /* the profiled loop fills the time split */
+        if (k == 2) { /* the profiled loop fills the time split */
             rnnt_timing tm;
             rnnt_result one;
             memset(&one, 0, sizeof one);
