@@ -30,6 +30,8 @@
  *                            RNNT_CUDA_DEC_CLUSTER_G=g (default: the batch spread over the SMs; <= 16);
  *                            warps per block: RNNT_CUDA_DEC_CLUSTER_WARPS=8|16 (default 8)
  *   RNNT_CUDA_DEC_TRACE=1    lab: the cluster loop prints the phase clocks of its first cluster to stderr
+ *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
+ *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=0 lab: its f rows from global memory
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
  *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
  *                            process-wide)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <cooperative_groups.h>
+#include <cuda_pipeline.h>
 
 #include "cu_device.cuh"
 
@@ -224,12 +225,55 @@ __device__ __forceinline__ void clu_copy_rows(int4 *dst, int rows, int n16, F sr
     }
 }
 
+/* Dot products of a warp in the per-step kernels' order (lane l sums elements l, l + 32, ... in turn,
+ * then warp_sum), with the loads of K of the lane's elements issued before their FMAs: the one-at-a-time
+ * loop (lstm_unit_dot) was a chain of dependent shared loads, converts and FMAs at ~8 cycles per
+ * instruction (ncu, kernels/dev/NOTES.md); the same sums, so the same bits. acc[i][g] += w[g] . v[i]
+ * over n elements (G_ rows w, R vectors v). */
+template <typename S, typename T, int G_, int R, int K>
+__device__ __forceinline__ void clu_dot_batched(const T *const *v, int n, const S *const *w, int lane, float (*acc)[G_])
+{
+    for (int q0 = lane; q0 < n; q0 += 32 * K) {
+        float wv[K][G_], xv[K][R];
+#pragma unroll
+        for (int t = 0; t < K; t++) {
+            const int q = q0 + 32 * t;
+            const bool ok = q < n;
+#pragma unroll
+            for (int g = 0; g < G_; g++) wv[t][g] = ok ? cu_ld(&w[g][q]) : 0.0f;
+#pragma unroll
+            for (int i = 0; i < R; i++) xv[t][i] = ok ? cu_ld(&v[i][q]) : 0.0f;
+        }
+#pragma unroll
+        for (int t = 0; t < K; t++)
+            if (q0 + 32 * t < n)
+#pragma unroll
+                for (int i = 0; i < R; i++)
+#pragma unroll
+                    for (int g = 0; g < G_; g++) acc[i][g] = fmaf(wv[t][g], xv[t][i], acc[i][g]);
+    }
+}
+
+/* lstm_unit_dot's sums (x part, then h part) with batched loads (clu_dot_batched). */
+template <typename S, int R>
+__device__ __forceinline__ void clu_unit_dot(const S *const *x, const S *const *hold, int I, int H, const S *const *wi,
+                                             const S *const *wh, int lane, float (*acc)[4])
+{
+    constexpr int K = R == 1 ? 8 : 2;
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) acc[i][g] = 0.0f;
+    clu_dot_batched<S, S, 4, R, K>(x, I, wi, lane, acc);
+    clu_dot_batched<S, S, 4, R, K>(hold, H, wh, lane, acc);
+}
+
 /* One warp's part of the joint's logits for Q slots (hid rows J apart): outputs warp, warp + kWarps, ...,
  * each as joint_logit sums it; per slot the warp's best finite logit, its output, the sum of exp(z - best)
  * and whether any was not finite, written by lane 0 at [q]. Returns Q. */
 template <typename S, int Q, int W>
 __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout, int ldw, const float *bout, int n_out,
-                                          int warp, int lane, float *wb, float *ws, int *wi, int *wbad)
+                                          int warp, int lane, float *wb, float *ws, int *wi, int *wbad, int chain)
 {
     float best[Q], sum[Q];
     int bi[Q], bad[Q];
@@ -240,10 +284,18 @@ __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout
         float s[Q];
 #pragma unroll
         for (int q = 0; q < Q; q++) s[q] = 0.0f;
-        for (int j = lane; j < J; j += 32) {
-            float wv = cu_ld(&wr[j]);
+        if (chain) {
+            for (int j = lane; j < J; j += 32) {
+                float wv = cu_ld(&wr[j]);
 #pragma unroll
-            for (int q = 0; q < Q; q++) s[q] = fmaf(wv, hid[q * J + j], s[q]);
+                for (int q = 0; q < Q; q++) s[q] = fmaf(wv, hid[q * J + j], s[q]);
+            }
+        } else {
+            const float *hq[Q];
+            float(*sq)[1] = (float(*)[1])s;
+#pragma unroll
+            for (int q = 0; q < Q; q++) hq[q] = hid + (size_t)q * J;
+            clu_dot_batched<S, float, 1, Q, Q == 1 ? 8 : 4>(hq, J, &wr, lane, sq);
         }
         float bo = bout[o];
 #pragma unroll
@@ -280,6 +332,7 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
     __shared__ int s_t[kCluG], s_lab[kCluG], s_tenc[kCluG], s_ntok[kCluG], s_e[kCluG], s_status[kCluG], s_steps[kCluG],
         s_skip[kCluG], s_done[kCluG], s_k[kCluG], s_emits[kCluG];
     __shared__ float s_p[kCluG];
+    __shared__ int s_fa_t[kCluG], s_fb_t[kCluG]; /* the frames of the f rows at o_fa and o_fb (-1: none) */
     __shared__ float wbest[W][kCluG], wsum[W][kCluG];
     __shared__ int widx[W][kCluG], wbad[W][kCluG];
     const int C = pl.C, G = pl.G, rank = (int)cl.block_rank(), base = (int)(blockIdx.x / C) * G;
@@ -354,6 +407,7 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
             s_t[i] = st.t[b], s_lab[i] = st.labels[b], s_tenc[i] = st.t_enc[b], s_ntok[i] = st.n_tok[b];
             s_e[i] = st.e[b], s_status[i] = st.status[b], s_steps[i] = st.steps[b], s_skip[i] = st.skipped[b];
             s_done[i] = st.done[b], s_k[i] = st.k[b], s_p[i] = 0.0f;
+            s_fa_t[i] = -1, s_fb_t[i] = -1;
         }
     }
     cu_dec_state lst = st; /* block 0's view: the scalars in shared memory, slot i = base + i */
@@ -370,20 +424,35 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
         if (rank == 0) {
             /* joint, argmax and rule of the live slots until one emits or none is live */
             for (;;) {
+                if (pl.fcache) __pipeline_wait_prior(0); /* this thread's prefetched elements of f */
                 for (int x = threadIdx.x; x < ng * J; x += blockDim.x) {
                     int i = x / J, j = x % J;
                     if (s_done[i]) continue;
-                    const float *f = net.fproj + ((size_t)(base + i) * fstride + s_t[i]) * net.ldf;
-                    hid[x] = joint_act<RELU>(__fadd_rn(f[j], gps[(size_t)i * pl.ldgs + j]));
+                    float fv;
+                    if (pl.fcache) { /* x is always this thread's: fa / fb[x] were written by it */
+                        float *fa = (float *)(sm + pl.o_fa);
+                        const int t = s_t[i];
+                        if (s_fa_t[i] == t)
+                            fv = fa[x];
+                        else if (s_fb_t[i] == t)
+                            fv = ((const float *)(sm + pl.o_fb))[x];
+                        else
+                            fv = net.fproj[((size_t)(base + i) * fstride + t) * net.ldf + j];
+                        fa[x] = fv;
+                    } else {
+                        fv = net.fproj[((size_t)(base + i) * fstride + s_t[i]) * net.ldf + j];
+                    }
+                    hid[x] = joint_act<RELU>(__fadd_rn(fv, gps[(size_t)i * pl.ldgs + j]));
                 }
                 __syncthreads();
+                if (pl.fcache && threadIdx.x < ng && !s_done[threadIdx.x]) s_fa_t[threadIdx.x] = s_t[threadIdx.x];
                 for (int i0 = 0; i0 < ng;) /* 4 slots at a time while 4 are left, then one */
                     if (ng - i0 >= 4)
                         i0 += clu_logits<S, 4, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
-                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
+                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0], pl.chain);
                     else
                         i0 += clu_logits<S, 1, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
-                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
+                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0], pl.chain);
                 CLU_T(0);
                 __syncthreads();
                 for (int i = warp; i < ng; i += W) {
@@ -413,6 +482,22 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
                 iter++;
                 if (tr) tr_joint++;
                 if (ctl.n > 0 || ctl.stop) break;
+            }
+            /* during the predictor step: each live slot's next f row not at o_fa (its frame t, if the rule
+             * moved it, else t + 1), into o_fb with cp.async by the threads that read it (x as above) */
+            if (pl.fcache && !ctl.stop) {
+                for (int x = threadIdx.x; x < ng * J; x += blockDim.x) {
+                    int i = x / J, j = x % J, r = s_t[i] == s_fa_t[i] ? s_t[i] + 1 : s_t[i];
+                    if (s_done[i] || r >= s_tenc[i]) continue;
+                    __pipeline_memcpy_async((float *)(sm + pl.o_fb) + x,
+                                            net.fproj + ((size_t)(base + i) * fstride + r) * net.ldf + j, 4);
+                }
+                __pipeline_commit();
+                __syncthreads(); /* every thread has read s_fb_t: the frames may change */
+                for (int i = threadIdx.x; i < ng; i += blockDim.x) {
+                    int r = s_t[i] == s_fa_t[i] ? s_t[i] + 1 : s_t[i];
+                    s_fb_t[i] = s_done[i] || r >= s_tenc[i] ? -1 : r;
+                }
             }
             /* to the other blocks */
             const int words = (int)(sizeof(clu_ctl) / sizeof(int));
@@ -460,10 +545,16 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
                         hold[q] = hb + ((size_t)((e - 1) & 1) * G + i) * L.ldh;
                     }
                     float acc[4][4];
-                    if (nr == 1)
-                        lstm_unit_dot<S, 1>(x, hold, L.I, L.H, wi, wh, lane, acc);
-                    else
-                        lstm_unit_dot<S, 4>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                    if (pl.chain) {
+                        if (nr == 1)
+                            lstm_unit_dot<S, 1>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                        else
+                            lstm_unit_dot<S, 4>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                    } else if (nr == 1) {
+                        clu_unit_dot<S, 1>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                    } else {
+                        clu_unit_dot<S, 4>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                    }
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
                         if (q >= nr) break;
@@ -520,10 +611,16 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
                         int i = ctl.rows[r0 + min(q, nr - 1)];
                         g[q] = hb + ((size_t)(ctl.e[i] & 1) * G + i) * T.ldh;
                     }
-                    for (int q2 = lane; q2 < T.H; q2 += 32) {
-                        float wv = cu_ld(&wr[q2]);
+                    if (pl.chain) {
+                        for (int q2 = lane; q2 < T.H; q2 += 32) {
+                            float wv = cu_ld(&wr[q2]);
 #pragma unroll
-                        for (int q = 0; q < 4; q++) s[q] = fmaf(wv, cu_ld(&g[q][q2]), s[q]);
+                            for (int q = 0; q < 4; q++) s[q] = fmaf(wv, cu_ld(&g[q][q2]), s[q]);
+                        }
+                    } else if (nr == 1) {
+                        clu_dot_batched<S, S, 1, 1, 8>(g, T.H, &wr, lane, (float(*)[1])s);
+                    } else {
+                        clu_dot_batched<S, S, 1, 4, 2>(g, T.H, &wr, lane, (float(*)[1])s);
                     }
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
@@ -659,6 +756,15 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
     if (off > limit) {
         *why = "the predictor and joint weights do not fit in the cluster's shared memory";
         return 0;
+    }
+    { /* block 0's f rows in use and prefetched, where they fit */
+        size_t keep = off, o_fa, o_fb;
+        TAKE(o_fa, (size_t)G * net->J * 4);
+        TAKE(o_fb, (size_t)G * net->J * 4);
+        if (off <= limit)
+            pl->fcache = 1, pl->o_fa = o_fa, pl->o_fb = o_fb;
+        else
+            off = keep;
     }
 #undef TAKE
     pl->smem = (off + 15) & ~(size_t)15;

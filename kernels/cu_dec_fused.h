@@ -73,6 +73,9 @@ typedef struct {
     int P;                                /* projection rows per block */
     int V;                                /* embedding rows - 1 */
     long long *trace;                     /* NULL, or [2][16] device words: phase clocks of blocks 0 and 1 */
+    int chain;                            /* lab (RNNT_CUDA_DEC_CLUSTER_CHAIN=1): the one-load-at-a-time dot products */
+    int fcache;                           /* block 0 keeps each slot's joint input row f[t] and prefetches the next */
+    size_t o_fa, o_fb;                    /* the rows in use and prefetched ([G][J] floats each), when fcache */
 } cu_dec_cluster_plan;
 
 /* The plan for nb slots with clusters of `cluster` blocks (8 or 16) of `warps` warps (8 or 16) and `slots` slots each (0: enough

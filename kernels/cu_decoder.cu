@@ -408,6 +408,10 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
         if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, auto_cluster ? 16 : d->cluster,
                                      auto_cluster ? 16 : d->cluster_w, auto_cluster ? 1 : d->cluster_g, &pl, &why)) {
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            const char *cv = getenv("RNNT_CUDA_DEC_CLUSTER_CHAIN"); /* lab: the one-load-at-a-time dots */
+            const char *fv = getenv("RNNT_CUDA_DEC_CLUSTER_FCACHE"); /* lab: 0 = f rows from global memory */
+            pl.chain = cv && *cv == '1';
+            if (fv && *fv == '0') pl.fcache = 0;
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of the first cluster */
             long long *tdev = NULL;
             if (tv && *tv == '1') {
