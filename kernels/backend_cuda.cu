@@ -17,8 +17,9 @@
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
- *   (default)                the cluster loop (16 blocks of 16 warps, a slot per cluster) for batches of up to
- *                            CU_DEC_AUTO_CLUSTER_MAX (8), the WHILE graph for larger ones (cu_decoder.h)
+ *   (default)                the cluster loop (a slot per cluster of 16 warps a block; 16 blocks up to 6 slots,
+ *                            8 blocks up to CU_DEC_AUTO_CLUSTER_MAX = 16), the WHILE graph for larger batches
+ *                            (cu_decoder.h)
  *   RNNT_CUDA_DECODE=while   the WHILE graph at every batch size
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
  *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
@@ -31,7 +32,7 @@
  *                            warps per block: RNNT_CUDA_DEC_CLUSTER_WARPS=8|16 (default 8)
  *   RNNT_CUDA_DEC_TRACE=1    lab: the cluster loop prints the phase clocks of its first cluster to stderr
  *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
- *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=0 lab: its f rows from global memory
+ *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=1 lab: its f rows cached and prefetched
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
  *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
  *                            process-wide)

@@ -268,17 +268,12 @@ __device__ __forceinline__ void clu_unit_dot(const S *const *x, const S *const *
     clu_dot_batched<S, S, 4, R, K>(hold, H, wh, lane, acc);
 }
 
-/* One warp's part of the joint's logits for Q slots (hid rows J apart): outputs warp, warp + kWarps, ...,
- * each as joint_logit sums it; per slot the warp's best finite logit, its output, the sum of exp(z - best)
- * and whether any was not finite, written by lane 0 at [q]. Returns Q. */
+/* One warp's part of the joint's logits for Q slots (hid rows J apart): outputs warp, warp + W, ..., each
+ * summed as joint_logit sums it, to z[q * n_out + o] (written by lane 0). Returns Q. */
 template <typename S, int Q, int W>
 __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout, int ldw, const float *bout, int n_out,
-                                          int warp, int lane, float *wb, float *ws, int *wi, int *wbad, int chain)
+                                          int warp, int lane, float *z, int chain)
 {
-    float best[Q], sum[Q];
-    int bi[Q], bad[Q];
-#pragma unroll
-    for (int q = 0; q < Q; q++) best[q] = -INFINITY, sum[q] = 0.0f, bi[q] = n_out, bad[q] = 0;
     for (int o = warp; o < n_out; o += W) {
         const S *wr = wout + (size_t)o * ldw;
         float s[Q];
@@ -300,22 +295,38 @@ __device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout
         float bo = bout[o];
 #pragma unroll
         for (int q = 0; q < Q; q++) {
-            float z = __fadd_rn(warp_sum(s[q]), bo);
-            if (!isfinite(z))
-                bad[q] = 1;
-            else if (z > best[q]) { /* o ascends: a tie keeps the lower index */
-                sum[q] = sum[q] * expf(best[q] - z) + 1.0f;
-                best[q] = z;
-                bi[q] = o;
-            } else {
-                sum[q] += expf(z - best[q]);
-            }
+            float v = __fadd_rn(warp_sum(s[q]), bo);
+            if (lane == 0) z[(size_t)q * n_out + o] = v;
         }
     }
-    if (lane == 0)
-#pragma unroll
-        for (int q = 0; q < Q; q++) wb[q] = best[q], ws[q] = sum[q], wi[q] = bi[q], wbad[q] = bad[q];
     return Q;
+}
+
+/* The argmax partials of the logits z ([ng][n_out]) in k_joint_argmax's grouping, whatever the block's warps:
+ * warp w < kWarps takes outputs w, w + kWarps, ... in turn (a tie keeps the lower index), lane i slot i: its
+ * best finite logit, its output, the sum of exp(z - best) and whether any was not finite, at [w][i] (stride
+ * kCluG). The same groups and order as the per-step kernels, so the label probability has their bits
+ * (softmax_of_best_warp<kWarps>). */
+__device__ __forceinline__ void clu_logit_partials(const float *z, int ng, int n_out, int warp, int lane, float *wb,
+                                                   float *ws, int *wi, int *wbad)
+{
+    if (warp >= kWarps || lane >= ng) return;
+    float best = -INFINITY, sum = 0.0f;
+    int bi = n_out, bad = 0;
+    for (int o = warp; o < n_out; o += kWarps) {
+        float v = z[(size_t)lane * n_out + o];
+        if (!isfinite(v))
+            bad = 1;
+        else if (v > best) {
+            sum = sum * expf(best - v) + 1.0f;
+            best = v;
+            bi = o;
+        } else {
+            sum += expf(v - best);
+        }
+    }
+    const int k = warp * kCluG + lane;
+    wb[k] = best, ws[k] = sum, wi[k] = bi, wbad[k] = bad;
 }
 
 template <typename S>
@@ -446,21 +457,24 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
                 }
                 __syncthreads();
                 if (pl.fcache && threadIdx.x < ng && !s_done[threadIdx.x]) s_fa_t[threadIdx.x] = s_t[threadIdx.x];
+                float *zs = (float *)(sm + pl.o_stage); /* [ng][n_out] logits (stage is free here) */
                 for (int i0 = 0; i0 < ng;) /* 4 slots at a time while 4 are left, then one */
                     if (ng - i0 >= 4)
                         i0 += clu_logits<S, 4, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
-                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0], pl.chain);
+                                                  zs + (size_t)i0 * net.n_out, pl.chain);
                     else
                         i0 += clu_logits<S, 1, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
-                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0], pl.chain);
+                                                  zs + (size_t)i0 * net.n_out, pl.chain);
+                __syncthreads();
+                clu_logit_partials(zs, ng, net.n_out, warp, lane, &wbest[0][0], &wsum[0][0], &widx[0][0], &wbad[0][0]);
                 CLU_T(0);
                 __syncthreads();
                 for (int i = warp; i < ng; i += W) {
                     int emits = 0, live = 0;
                     if (!s_done[i]) { /* warp-uniform */
                         int bo, anybad;
-                        float bv = best_of_warps<W>(&wbest[0][i], &widx[0][i], &wbad[0][i], kCluG, net.n_out, lane, &bo, &anybad);
-                        float p = softmax_of_best_warp<W>(&wbest[0][i], &wsum[0][i], kCluG, lane, bv);
+                        float bv = best_of_warps<kWarps>(&wbest[0][i], &widx[0][i], &wbad[0][i], kCluG, net.n_out, lane, &bo, &anybad);
+                        float p = softmax_of_best_warp<kWarps>(&wbest[0][i], &wsum[0][i], kCluG, lane, bv);
                         if (lane == 0) {
                             s_k[i] = (anybad || bo == net.n_out) ? -1 : bo;
                             s_p[i] = s_k[i] >= 0 ? p : 0.0f;
@@ -727,6 +741,7 @@ int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, in
     }
     pl->P = (net->J + C * W - 1) / (C * W) * W;
     size_t stage = (size_t)G * pl->P * 4;
+    if ((size_t)G * net->n_out * 4 > stage) stage = (size_t)G * net->n_out * 4; /* block 0's logits in the joint */
     for (int l = 0; l < net->n_pred; l++)
         if ((size_t)G * pl->U[l] * esz > stage) stage = (size_t)G * pl->U[l] * esz;
     TAKE(pl->o_stage, stage);

@@ -405,13 +405,14 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
         fused_net(d, fstride_dev, fproj, &net);
         cu_dec_cluster_plan pl;
         const char *why = NULL;
-        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, auto_cluster ? 16 : d->cluster,
+        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb,
+                                     auto_cluster ? (nb <= CU_DEC_AUTO_CLUSTER16_MAX ? 16 : 8) : d->cluster,
                                      auto_cluster ? 16 : d->cluster_w, auto_cluster ? 1 : d->cluster_g, &pl, &why)) {
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *cv = getenv("RNNT_CUDA_DEC_CLUSTER_CHAIN"); /* lab: the one-load-at-a-time dots */
-            const char *fv = getenv("RNNT_CUDA_DEC_CLUSTER_FCACHE"); /* lab: 0 = f rows from global memory */
+            const char *fv = getenv("RNNT_CUDA_DEC_CLUSTER_FCACHE"); /* lab: 1 = f rows cached */
             pl.chain = cv && *cv == '1';
-            if (fv && *fv == '0') pl.fcache = 0;
+            if (!(fv && *fv == '1')) pl.fcache = 0; /* no gain measured: off unless asked for */
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of the first cluster */
             long long *tdev = NULL;
             if (tv && *tv == '1') {

@@ -11,8 +11,8 @@
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
  * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
  * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), and CU_DEC_AUTO (the default: the cluster loop
- * with 16 blocks of 16 warps and one slot per cluster for batches of up to CU_DEC_AUTO_CLUSTER_MAX slots,
- * where it fits; the WHILE graph otherwise). All modes give the same results. One thread at a time. */
+ * with one slot per cluster of 16 blocks of 16 warps up to CU_DEC_AUTO_CLUSTER16_MAX slots, of 8 blocks up to
+ * CU_DEC_AUTO_CLUSTER_MAX slots, where it fits; the WHILE graph otherwise). All modes give the same results. One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
 
@@ -21,10 +21,13 @@
 
 typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3, CU_DEC_CLUSTER = 4,
                CU_DEC_AUTO = 5 } cu_dec_mode;
-/* CU_DEC_AUTO's cluster-loop bound: at batch 1 the cluster loop (16 x 16) took 1.93 ms against the WHILE
- * graph's 4.15 ms on the shipped model, at 32 8.20 against 7.56 (H100, tests/gpu/results/
- * h100-2026-11-24-s3-decode/); up to the bound each slot has a cluster of its own (8 x 16 blocks <= the SMs). */
-#define CU_DEC_AUTO_CLUSTER_MAX 8
+/* CU_DEC_AUTO's cluster-loop bounds, from bench_engine's decode loop on the shipped model (H100, fp16, 10 s,
+ * tests/gpu/results/h100-2026-11-24-s3-decode2/), one slot per cluster of 16 warps a block: 16 blocks a
+ * cluster 1.95 / 2.06 / 2.30 / 2.32 ms at B 1 / 2 / 4 / 6 but 3.75 at 8 (the eighth cluster of 16 waits for
+ * SMs), 8 blocks a cluster 3.00 at 12 and 4.88 at 16, against the WHILE graph's 4.20 / 5.14 / 6.34 / 6.38 /
+ * 6.53 / 6.94 / 7.02; at 32 the WHILE graph is ahead (7.65 against 7.92 with 2 slots per cluster of 8). */
+#define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
+#define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the WHILE graph */
 
 typedef struct cu_decoder cu_decoder;
 
