@@ -233,7 +233,7 @@ rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *t
     CU_TRY(cudaEventRecord(b->ev[2], b->s));
     cu_dec_profile prof;
     memset(&prof, 0, sizeof prof);
-    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &prof, err,
+    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &prof, err,
                             errlen));
     CU_TRY(cudaEventRecord(b->ev[3], b->s));
     CU_TRY(cudaStreamSynchronize(b->s));

@@ -392,13 +392,14 @@ void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
     d->cluster_g = slots < 0 ? 0 : slots;
 }
 
-rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
+rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, const int *t_enc_dev,
                            const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
                            size_t errlen)
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
-    int auto_cluster = mode == CU_DEC_AUTO && nb <= CU_DEC_AUTO_CLUSTER_MAX;
+    /* the rule counts the utterances, not the slots (nb is rounded up to 8; the others end at once) */
+    int auto_cluster = mode == CU_DEC_AUTO && n_live <= CU_DEC_AUTO_CLUSTER_MAX;
     if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
     if (mode == CU_DEC_CLUSTER) {
         cu_dec_fused_net net;
@@ -406,7 +407,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
         cu_dec_cluster_plan pl;
         const char *why = NULL;
         if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb,
-                                     auto_cluster ? (nb <= CU_DEC_AUTO_CLUSTER16_MAX ? 16 : 8) : d->cluster,
+                                     auto_cluster ? (n_live <= CU_DEC_AUTO_CLUSTER16_MAX ? 16 : 8) : d->cluster,
                                      auto_cluster ? 16 : d->cluster_w, auto_cluster ? 1 : d->cluster_g, &pl, &why)) {
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *cv = getenv("RNNT_CUDA_DEC_CLUSTER_CHAIN"); /* lab: the one-load-at-a-time dots */

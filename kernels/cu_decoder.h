@@ -21,11 +21,12 @@
 
 typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3, CU_DEC_CLUSTER = 4,
                CU_DEC_AUTO = 5 } cu_dec_mode;
-/* CU_DEC_AUTO's cluster-loop bounds, from bench_engine's decode loop on the shipped model (H100, fp16, 10 s,
- * tests/gpu/results/h100-2026-11-24-s3-decode2/), one slot per cluster of 16 warps a block: 16 blocks a
- * cluster 1.95 / 2.06 / 2.30 / 2.32 ms at B 1 / 2 / 4 / 6 but 3.75 at 8 (the eighth cluster of 16 waits for
- * SMs), 8 blocks a cluster 3.00 at 12 and 4.88 at 16, against the WHILE graph's 4.20 / 5.14 / 6.34 / 6.38 /
- * 6.53 / 6.94 / 7.02; at 32 the WHILE graph is ahead (7.65 against 7.92 with 2 slots per cluster of 8). */
+/* CU_DEC_AUTO's cluster-loop bounds, in utterances (the slots are rounded up to 8), from bench_engine's decode
+ * loop on the shipped model (H100, fp16, 10 s utterances, tests/gpu/results/h100-2026-11-24-s3-decode2/), a slot
+ * per cluster of 16 warps a block: 16 blocks a cluster 1.95 / 2.06 / 2.30 / 2.32 ms at B 1 / 2 / 4 / 6 but 3.75
+ * at 8 (the eighth cluster of 16 waits for SMs); 8 blocks a cluster 2.91 at 7 and 8, 3.01 at 12, 4.97 at 16;
+ * the WHILE graph 4.21 / 5.17 / 6.24 / 6.41 / 6.48 / 6.41 / 6.97 / 6.95 there, and ahead at 32 (7.6 against 7.9
+ * with 2 slots per cluster of 8). */
 #define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
 #define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the WHILE graph */
 
@@ -43,9 +44,9 @@ typedef struct {
 } cu_dec_profile;
 
 /* Enqueue the decoding of slots b < nb over fproj ([slot][*fstride_dev][jp], fp32) with t_enc_dev[b]
- * encoder frames each. In CU_DEC_WHILE mode nothing waits; the host modes synchronise. When the
+ * encoder frames each; the first n_live slots hold utterances (CU_DEC_AUTO's choice counts them). In CU_DEC_WHILE mode nothing waits; the host modes synchronise. When the
  * WHILE graph cannot be built the decoder switches to CU_DEC_HOST for good (see cu_decoder_mode). */
-rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
+rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, const int *t_enc_dev,
                            const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
                            size_t errlen);
 cu_dec_mode cu_decoder_mode(const cu_decoder *d, const char **note);
