@@ -47,7 +47,7 @@ def read_nemo(path):
     try:
         tf = tarfile.open(path, "r:*")
     except (OSError, tarfile.TarError) as e:
-        raise CheckpointError(f"{path}: not a .nemo archive ({type(e).__name__}: {str(e)[:200]})")
+        raise CheckpointError(f"{path}: not a .nemo archive ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})")
     with tf:
         members = {os.path.normpath(m.name).lstrip("./"): m for m in tf.getmembers() if m.isfile()}
         def read(name):
@@ -181,6 +181,7 @@ def convert(cfg, sd, name, where):
         raise CheckpointError(f"{where}: {extra[0]}: unexpected tensor in the encoder's pre_encode")
     layers, state = [], {}
     for i in range(n_layers):
+        _need(sd, f"encoder.layers.{3 * i}.weight_hr_l0")  # NeMo's RNNEncoder LSTMs always project
         stack = lstm_stack(sd, f"encoder.layers.{3 * i}.", where, proj=True)
         if len(stack) != 1:
             raise CheckpointError(f"{where}: encoder.layers.{3 * i}: {len(stack)} stacked layers, expected 1")
