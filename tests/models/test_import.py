@@ -320,6 +320,16 @@ class TestNemoImport(unittest.TestCase):
                 total += len(toks)
         self.assertGreater(total, 100)
 
+    def test_committed_conversions_are_current(self):
+        # tests/data/nemo/imported (read by the C tests engine_test_nemo and gpu_test_nemo, which have
+        # no torch) must be exactly what the importer writes today
+        for name, d in self.dirs.items():
+            for f in ("model.yaml", "tokens.txt", "weights.safetensors"):
+                with open(os.path.join(d, f), "rb") as a, open(os.path.join(NEMO, "..", "imported", name, f), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), f"tests/data/nemo/imported/{name}/{f} is stale: rerun "
+                                     f"python3 -m rnntd_import.nemo tests/data/nemo/models/{name}.nemo "
+                                     f"tests/data/nemo/imported/{name} --force")
+
     def test_engine_cli_tokens_equal_nemos(self):
         cli = os.environ.get("RNNTD_CLI")
         if not cli or not os.path.exists(cli):
