@@ -6,7 +6,7 @@
  * bitwise equal to one row at a time), the chunked multi-threaded host staging. Outputs are
  * poisoned with NaN before each launch, so an element the kernel fails to write shows up. Batch
  * invariance is checked bitwise where it is promised. Exits 77 without a GPU; RNNT_TEST_SEED replays;
- * RNNT_TEST_QUICK=1 runs a few cases of each (for compute-sanitizer). */
+ * RNNT_TEST_QUICK=1 runs a few cases of each (for compute-sanitizer); RNNT_TEST_ONLY=glob picks tests. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1134,5 +1134,7 @@ int main(void)
         cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_stage),
     };
+    const char *only = getenv("RNNT_TEST_ONLY"); /* one test, e.g. under a sanitizer */
+    if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
