@@ -42,8 +42,12 @@ _DECODERS_OK = ("nemo.collections.asr.modules.RNNTDecoder", "nemo.collections.as
 _JOINTS_OK = ("nemo.collections.asr.modules.RNNTJoint", "nemo.collections.asr.modules.rnnt.RNNTJoint")
 
 
-def read_nemo(path):
-    """.nemo -> (config dict, state dict). Errors name the file and what is missing."""
+_SMALL_FILE = 64 << 20  # tokenizer files are read into memory; weights are read separately
+
+
+def read_nemo(path, with_files=False):
+    """.nemo -> (config dict, state dict[, {member basename: bytes} of the archive's other small files,
+    e.g. a tokenizer]). Errors name the file and what is missing."""
     try:
         tf = tarfile.open(path, "r:*")
     except (OSError, tarfile.TarError) as e:
@@ -60,6 +64,8 @@ def read_nemo(path):
         except (yaml.YAMLError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{path}: model_config.yaml: not readable YAML ({str(e).splitlines()[0][:200]})")
         raw = read("model_weights.ckpt")
+        files = {os.path.basename(n): tf.extractfile(m).read() for n, m in members.items()
+                 if n not in ("model_config.yaml", "model_weights.ckpt") and m.size <= _SMALL_FILE}
     try:
         sd = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unreadable state dict is the user's input error
@@ -71,7 +77,7 @@ def read_nemo(path):
         sd = sd["state_dict"]
     if not isinstance(sd, dict):
         raise CheckpointError(f"{path}: model_weights.ckpt: not a state dict")
-    return cfg, sd
+    return (cfg, sd, files) if with_files else (cfg, sd)
 
 
 def _need(sd, key, shape=None, where="model_weights.ckpt"):
@@ -110,21 +116,92 @@ def _durations(cfg):
     return [int(d) for d in (vals.pop() if vals else ())], found
 
 
-def _vocabulary(cfg):
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        if i >= len(b):
+            raise ValueError("truncated varint")
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def _proto_fields(b):
+    """(field number, wire type, value) of a protobuf message: ints for varints, bytes for the rest."""
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        f, w = key >> 3, key & 7
+        if w == 0:
+            v, i = _varint(b, i)
+        elif w == 1:
+            v, i = b[i:i + 8], i + 8
+        elif w == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif w == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {w}")
+        if i > len(b):
+            raise ValueError("truncated field")
+        yield f, w, v
+
+
+def sentencepiece_pieces(model_bytes):
+    """The pieces of a SentencePiece model file (sentencepiece_model.proto: ModelProto.pieces = field 1,
+    SentencePiece.piece = field 1), in id order, without the sentencepiece library."""
+    pieces = []
+    for f, w, v in _proto_fields(model_bytes):
+        if f == 1 and w == 2:
+            piece = [pv for pf, pw, pv in _proto_fields(v) if pf == 1 and pw == 2]
+            if len(piece) != 1:
+                raise ValueError("a piece without its text")
+            pieces.append(piece[0].decode("utf-8"))
+    if not pieces:
+        raise ValueError("no pieces")
+    return pieces
+
+
+def _tokenizer_vocabulary(tok, files):
+    """NeMo's SentencePiece tokenizer (tokenizer.type bpe/unigram, model_path nemo:..._tokenizer.model
+    inside the .nemo) -> its pieces by id. Word boundaries are already FORMAT.md's: '▁' before a word."""
+    kind = tok.get("type")
+    if kind not in ("bpe", "unigram"):
+        raise CheckpointError(f"model_config.yaml: tokenizer.type: {kind!r} is not supported (SentencePiece: bpe or "
+                              "unigram; wordpiece and aggregate tokenizers are not)")
+    mp = tok.get("model_path")
+    if not isinstance(mp, str) or not mp:
+        raise CheckpointError("model_config.yaml: tokenizer.model_path: missing (the SentencePiece model)")
+    name = os.path.basename(mp[len("nemo:"):] if mp.startswith("nemo:") else mp)
+    if name not in files:
+        raise CheckpointError(f"model_config.yaml: tokenizer.model_path: {name} is not in the archive")
+    try:
+        return sentencepiece_pieces(files[name])
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{name}: not a SentencePiece model ({e})")
+
+
+def _vocabulary(cfg, files=None):
     labels = cfg.get("labels")
     tok = cfg.get("tokenizer")
     if tok:
-        raise CheckpointError(f"model_config.yaml: tokenizer: subword tokenizers ({tok.get('type', '?')}) are not "
-                              "supported yet (character labels only)")
+        if not isinstance(tok, dict):
+            raise CheckpointError("model_config.yaml: tokenizer: not a mapping")
+        labels = _tokenizer_vocabulary(tok, files or {})
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
         raise CheckpointError("model_config.yaml: labels: missing or not a list of strings")
     tokens = []
     for i, s in enumerate(labels):
         if s == " ":
             tokens.append(SPACE)
-        elif not s or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in s):
-            raise CheckpointError(f"model_config.yaml: labels[{i}]: {s!r} is empty or holds whitespace or a control "
-                                  "character (only the single space maps, to U+2581)")
+        elif not s or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in s) or len(s.encode("utf-8")) > 64:
+            raise CheckpointError(f"model_config.yaml: {'tokenizer piece' if tok else 'labels'}[{i}]: {s!r} is empty, "
+                                  "longer than 64 bytes or holds whitespace or a control character (only the single "
+                                  "space maps, to U+2581)")
         else:
             tokens.append(s)
     if len(set(tokens)) != len(tokens):
@@ -132,14 +209,15 @@ def _vocabulary(cfg):
     return tokens
 
 
-def convert(cfg, sd, name, where):
-    """NeMo config + state dict -> (ModelConfig, state float64, tokens, notes, src for verify)."""
+def convert(cfg, sd, name, where, files=None):
+    """NeMo config + state dict (+ the archive's other files, for a tokenizer) -> (ModelConfig, state
+    float64, tokens, notes, src for verify)."""
     notes = []
     target = cfg.get("target", "")
     if target and "RNNT" not in target and "Transducer" not in target:
         raise CheckpointError(f"model_config.yaml: target: {target!r} is not a transducer (EncDecRNNTModel)")
     check_finite(sd, where)
-    tokens = _vocabulary(cfg)
+    tokens = _vocabulary(cfg, files)
     V = len(tokens)
     fe = frontend_from_preprocessor(_section(cfg, "preprocessor"))
     F = fe.n_mels
@@ -374,8 +452,8 @@ def main(argv=None):
     name = a.name or "".join(c if c.isalnum() or c in "._-" else "-" for c in
                              os.path.splitext(os.path.basename(a.nemo))[0])[:64] or "nemo"
     try:
-        cfg, sd = read_nemo(a.nemo)
-        mcfg, state, tokens, notes, src = convert(cfg, sd, name, where=a.nemo)
+        cfg, sd, files = read_nemo(a.nemo, with_files=True)
+        mcfg, state, tokens, notes, src = convert(cfg, sd, name, where=a.nemo, files=files)
         model = write_model(mcfg, state, tokens, a.outdir, force=a.force)
         diffs = verify(model, src, np.random.default_rng(0))
     except CheckpointError as e:
@@ -398,7 +476,11 @@ def main(argv=None):
     print(f"mapped  joint: enc [{mcfg.joint.dim}, {mcfg.encoder_hidden}] + pred [{mcfg.joint.dim}, {mcfg.predictor_hidden}], "
           f"{mcfg.joint.activation}, out [{mcfg.n_out}, {mcfg.joint.dim}] (blank {mcfg.blank} last"
           + (f", big blanks {mcfg.big_blank_durations}" if mcfg.big_blank_durations else "") + ")")
-    print(f"mapped  vocabulary: {mcfg.vocab_size} labels (' ' -> '\u2581'), max_symbols {mcfg.max_symbols}")
+    if cfg.get("tokenizer"):
+        print(f"mapped  vocabulary: {mcfg.vocab_size} SentencePiece pieces ({cfg['tokenizer'].get('type')}; '\u2581' "
+              f"marks a word start, as in FORMAT.md), max_symbols {mcfg.max_symbols}")
+    else:
+        print(f"mapped  vocabulary: {mcfg.vocab_size} labels (' ' -> '\u2581'), max_symbols {mcfg.max_symbols}")
     for n in notes:
         print(f"checked {n}")
     print("checked model directory reloads through the loader's checks (shapes, names, finite values, tokens)")

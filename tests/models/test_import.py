@@ -360,10 +360,10 @@ class TestNemoBadCheckpoints(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp)
 
-    def err(self, cfg=None, sd=None):
+    def err(self, cfg=None, sd=None, files=None):
         with self.assertRaises(CheckpointError) as cm:
             self.nemo.convert(cfg if cfg is not None else copy.deepcopy(self.cfg),
-                              sd if sd is not None else dict(self.sd), "x", "m.nemo")
+                              sd if sd is not None else dict(self.sd), "x", "m.nemo", files=files)
         msg = str(cm.exception)
         self.assertNotIn("\n", msg)
         return msg
@@ -411,7 +411,34 @@ class TestNemoBadCheckpoints(unittest.TestCase):
         self.assertIn("mismatched vocabulary", self.err(sd=sd))
         c = copy.deepcopy(self.cfg)
         c["tokenizer"] = {"type": "bpe", "dir": "tok"}
-        self.assertIn("tokenizer: subword tokenizers (bpe) are not supported", self.err(c))
+        self.assertIn("tokenizer.model_path: missing", self.err(c))
+        c["tokenizer"] = {"type": "wpe", "dir": "tok"}
+        self.assertIn("tokenizer.type: 'wpe' is not supported", self.err(c))
+        c["tokenizer"] = {"type": "bpe", "model_path": "nemo:abc_tokenizer.model"}
+        self.assertIn("abc_tokenizer.model is not in the archive", self.err(c))
+
+    def test_sentencepiece_pieces_read_without_the_library(self):
+        # a ModelProto written field by field: pieces (field 1) of {piece (1), score (2, float), type (3)}
+        def field(num, payload):
+            n, out = len(payload), bytearray([num << 3 | 2])
+            while True:
+                out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+                n >>= 7
+                if not n:
+                    break
+            return bytes(out) + payload
+        import struct
+        want = ["<unk>", "\u2581the", "s", "\u2581caf\u00e9"]
+        proto = b"".join(field(1, field(1, p.encode("utf-8")) + b"\x15" + struct.pack("<f", -1.5) + b"\x18\x01")
+                         for p in want) + field(2, b"\x0a\x00")  # trainer_spec after the pieces
+        self.assertEqual(self.nemo.sentencepiece_pieces(proto), want)
+        with self.assertRaises(ValueError):
+            self.nemo.sentencepiece_pieces(proto[:-5] + b"\x0a\xff")
+        c = copy.deepcopy(self.cfg)
+        c["labels"] = None
+        c["tokenizer"] = {"type": "bpe", "model_path": "nemo:abc_tokenizer.model"}
+        self.assertIn("decoder.vocab_size: 28 differs from the 4 labels",
+                      self.err(c, files={"abc_tokenizer.model": proto}))
 
     def test_multiblank_settings(self):
         c = copy.deepcopy(self.cfg)
