@@ -218,6 +218,7 @@ def convert(cfg, sd, name, where, files=None):
         raise CheckpointError(f"model_config.yaml: target: {target!r} is not a transducer (EncDecRNNTModel)")
     check_finite(sd, where)
     tokens = _vocabulary(cfg, files)
+    tok_model = bool(cfg.get("tokenizer"))
     V = len(tokens)
     fe = frontend_from_preprocessor(_section(cfg, "preprocessor"))
     F = fe.n_mels
@@ -324,6 +325,12 @@ def convert(cfg, sd, name, where, files=None):
     if jt.get("log_softmax") not in (None, False, "null"):
         pass  # a log-softmax does not change the argmax greedy decoding takes
     durations, said = _durations(cfg)
+    if durations and tok_model and (cfg.get("decoding") or {}).get("model_type") != "multiblank":
+        # NeMo's RNNTBPEDecoding takes the blank as V + n only with model_type multiblank, else as V (so
+        # it decodes the last tokens as big blanks): rnntd cannot decode as that does
+        raise CheckpointError(f"model_config.yaml: decoding.model_type: "
+                              f"{(cfg.get('decoding') or {}).get('model_type')!r}, but a multi-blank model with a "
+                              "tokenizer needs multiblank (NeMo then decodes with blank V + n, as rnntd does)")
     n_extra = int(jt.get("num_extra_outputs", 0) or 0)
     if n_extra != len(durations):
         raise CheckpointError(f"model_config.yaml: joint.num_extra_outputs: {n_extra}, but {len(durations)} big blank "

@@ -110,7 +110,7 @@ static void test_nemo_fixtures(void **state)
         check_model(root, name, model, clips);
         n++;
     }
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
     json_decref(index);
 }
 

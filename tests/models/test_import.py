@@ -268,7 +268,8 @@ NEMO = os.path.join(refpath.ROOT, "tests", "data", "nemo", "models")
 class TestNemoImport(unittest.TestCase):
     """The NeMo importer against NeMo's own greedy transcripts (tests/data/nemo/models, written with NeMo
     2.1.0 by models/rnntd_import/make_nemo_fixture.py): tiny LSTM transducers, RNNEncoder with stacking
-    subsampling x4, projection LSTMs and LayerNorm, plain RNN-T and multi-blank [2, 4]. The reference and
+    subsampling x4, projection LSTMs and LayerNorm, characters (plain RNN-T and multi-blank [2, 4]) and
+    SentencePiece BPE (multi-blank [2, 4]). The reference and
     the C CLI (CPU) must give NeMo's tokens; on these clips NeMo's per-utterance `greedy` and its batched
     `greedy_batch` (one utterance per batch) agree, so one token list is both."""
 
@@ -297,6 +298,7 @@ class TestNemoImport(unittest.TestCase):
         self.assertIn("big blanks [2, 4]", out)
         self.assertIn("featurizer.fb", out)
         self.assertRegex(out, r"encoder max \|diff\| [0-9.e-]+, predictor max \|diff\| 0")
+        self.assertIn("40 SentencePiece pieces (bpe;", self.outs["bpe-multiblank"])
 
     def test_nemo_greedy_equals_greedy_batch_on_the_fixtures(self):
         for name, m in self.index["models"].items():
@@ -453,6 +455,13 @@ class TestNemoBadCheckpoints(unittest.TestCase):
         c = copy.deepcopy(self.cfg)
         c["joint"]["jointnet"]["activation"] = "sigmoid"
         self.assertIn("joint.jointnet.activation: 'sigmoid'", self.err(c))
+
+    def test_bpe_multiblank_needs_model_type_multiblank(self):
+        cfg, sd, files = self.nemo.read_nemo(os.path.join(NEMO, "bpe-multiblank.nemo"), with_files=True)
+        self.nemo.convert(copy.deepcopy(cfg), dict(sd), "x", "m.nemo", files=files)  # as saved: converts
+        cfg["decoding"]["model_type"] = "rnnt"
+        self.assertIn("decoding.model_type: 'rnnt', but a multi-blank model with a tokenizer needs multiblank",
+                      self.err(cfg, dict(sd), files))
 
     def test_cli_one_line_errors_and_nothing_written(self):
         bad = os.path.join(self.tmp, "bad.nemo")
