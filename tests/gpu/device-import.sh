@@ -50,7 +50,7 @@ if has nemo; then
   log "test_cuda_engine: golden soft_proj_ln, the NeMo conversions"
   for t in test_golden test_extra_models; do
     ( export RNNT_TEST_DATA=$R RNNT_TEST_ONLY=$t RNNT_TEST_GOLDEN=soft_proj_ln \
-        RNNT_GPU_MODELS=$R/nemo/imported/char-plain:$R/nemo/imported/char-multiblank; timeout $(tmo 200) /tmp/imp/bin/test_cuda_engine ) \
+        RNNT_GPU_MODELS=$R/nemo/imported/char-plain:$R/nemo/imported/char-multiblank:$R/nemo/imported/bpe-multiblank; timeout $(tmo 200) /tmp/imp/bin/test_cuda_engine ) \
       > "$OUT/test_cuda_engine-$t.log" 2>&1
     echo "$t exit $?"; grep -E "PASSED|FAILED|rror|identical|golden|fp16|model" "$OUT/test_cuda_engine-$t.log" | head -20
   done
