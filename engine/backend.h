@@ -63,8 +63,7 @@ extern const rnnt_backend_ops rnnt_backend_cpu;
 /* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
 void rnnt_cpu_trim(void *state);
 #ifdef RNNT_WITH_CUDA
-extern const rnnt_backend_ops rnnt_backend_cuda;
-int rnnt_cuda_device_count(void);
+extern const rnnt_backend_ops rnnt_backend_cuda; /* with rnnt_cuda_device_count and rnnt_cuda_memory (rnnt.h) */
 #endif
 
 #ifdef __cplusplus

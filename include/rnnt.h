@@ -350,6 +350,13 @@ RNNT_API rnnt_status rnnt_stream_get_result(const rnnt_stream *s, rnnt_result *r
 
 /* 1 when the engine was built with the CUDA backend and at least one device is usable. */
 RNNT_API int rnnt_cuda_available(void);
+/* CUDA devices visible to this process (0 without the CUDA backend or without a GPU). */
+RNNT_API int rnnt_cuda_device_count(void);
+/* Memory of CUDA device `device` as cudaMemGetInfo reports it (the whole device, every process's
+ * allocations): bytes in use and in all. Makes `device` the calling thread's current device (call
+ * it from a thread that works on that device, or one that does no other CUDA work). 0, or -1 without
+ * the CUDA backend or on an error (which it clears). */
+RNNT_API int rnnt_cuda_memory(int device, size_t *used, size_t *total);
 
 #ifdef __cplusplus
 }

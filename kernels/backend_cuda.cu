@@ -325,4 +325,16 @@ int rnnt_cuda_device_count(void)
     return count;
 }
 
+int rnnt_cuda_memory(int device, size_t *used, size_t *total)
+{
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    if (used) *used = tot - fr;
+    if (total) *total = tot;
+    return 0;
+}
+
 } // extern "C"

@@ -71,6 +71,37 @@ __device__ __forceinline__ float load_sample(const char *base, const fe_utt &u, 
     return v;
 }
 
+/* The utterance holding global frame g: the last u with frame_start <= g (one with frames > 0). */
+__device__ __forceinline__ int utt_of_frame(const fe_utt *utt, int n, int g)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (utt[mid].frame_start <= g) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* |X|^power of one bin, as the CPU frontend computes it (power 2: each operation rounded to float). */
+__device__ __forceinline__ float bin_power(float re, float im, float power)
+{
+    if (power == 2.0f) return __fadd_rn(__fmul_rn(re, re), __fmul_rn(im, im));
+    float m = hypotf(re, im);
+    return power == 1.0f ? m : powf(m, power);
+}
+
+/* One mel band of a frame's power spectrum p: its sparse sum over bins lo.. lo + e - 1 in double in
+ * ascending bin order, rounded to float, floored, logged. The product of two floats is exact in double,
+ * so the fma rounds once, as the CPU's add of the product does. */
+__device__ __forceinline__ float log_mel(const float *w, const float *p, int lo, int e, float log_floor)
+{
+    double acc = 0.0;
+    for (int k = 0; k < e; k++) acc = __fma_rn((double)w[k], (double)p[lo + k], acc);
+    float mel = (float)acc;
+    return logf(mel > log_floor ? mel : log_floor);
+}
+
 /* frames[lf][j] for local frames lf < cnt of the chunk starting at global frame g0: the pre-emphasised
  * sample times the window for j < win, zero up to n_fft. */
 __global__ void fe_frame_kernel(const char *buf, const fe_utt *utt, int n, int g0, int cnt, int win, int hop,
@@ -82,14 +113,7 @@ __global__ void fe_frame_kernel(const char *buf, const fe_utt *utt, int n, int g
         float out = 0.0f;
         if (j < win) {
             int g = g0 + lf;
-            /* the utterance holding frame g: the last u with frame_start <= g (and frames > 0) */
-            int lo = 0, hi = n - 1;
-            while (lo < hi) {
-                int mid = (lo + hi + 1) >> 1;
-                if (utt[mid].frame_start <= g) lo = mid;
-                else hi = mid - 1;
-            }
-            const fe_utt u = utt[lo];
+            const fe_utt u = utt[utt_of_frame(utt, n, g)];
             long long t = (long long)(g - u.frame_start) * hop + j;
             float x = load_sample(buf, u, t);
             /* features.py: y[0] = x[0], y[t] = x[t] - a x[t-1], each operation rounded to float */
@@ -100,9 +124,7 @@ __global__ void fe_frame_kernel(const char *buf, const fe_utt *utt, int n, int g
     }
 }
 
-/* One block per frame: the power spectrum into shared memory, then each mel's sparse sum in double in
- * ascending bin order (products of two floats are exact in double, so only the sums round, as on the
- * CPU), rounded to float, floored, logged. */
+/* One block per frame: the power spectrum into shared memory, then each mel band (log_mel). */
 __global__ void fe_mel_kernel(const float2 *spec, int g0, int cnt, int nbins, int F, float power, float log_floor,
                               const int *mel_lo, const int *mel_hi, const int *mel_off, const float *mel_w,
                               float *out)
@@ -113,37 +135,12 @@ __global__ void fe_mel_kernel(const float2 *spec, int g0, int cnt, int nbins, in
     const float2 *X = spec + (size_t)lf * nbins;
     for (int k = threadIdx.x; k < nbins; k += blockDim.x) {
         float2 v = X[k];
-        float s;
-        if (power == 2.0f) {
-            s = __fadd_rn(__fmul_rn(v.x, v.x), __fmul_rn(v.y, v.y));
-        } else {
-            float m = hypotf(v.x, v.y);
-            s = power == 1.0f ? m : powf(m, power);
-        }
-        p[k] = s;
+        p[k] = bin_power(v.x, v.y, power);
     }
     __syncthreads();
     float *o = out + (size_t)(g0 + lf) * F;
-    for (int m = threadIdx.x; m < F; m += blockDim.x) {
-        const float *w = mel_w + mel_off[m];
-        int lo = mel_lo[m], e = mel_hi[m] - lo;
-        double acc = 0.0;
-        for (int k = 0; k < e; k++) acc = __dadd_rn(acc, (double)w[k] * (double)p[lo + k]);
-        float mel = (float)acc;
-        o[m] = logf(mel > log_floor ? mel : log_floor);
-    }
-}
-
-/* The utterance holding global frame g: the last u with frame_start <= g (one with frames > 0). */
-__device__ __forceinline__ int utt_of_frame(const fe_utt *utt, int n, int g)
-{
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (utt[mid].frame_start <= g) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
+    for (int m = threadIdx.x; m < F; m += blockDim.x)
+        o[m] = log_mel(mel_w + mel_off[m], p, mel_lo[m], mel_hi[m] - mel_lo[m], log_floor);
 }
 
 /* Sample idx of a frame whose first sample is at p: 16-bit (2-byte aligned), aligned float, or float at
@@ -232,27 +229,14 @@ __global__ void __launch_bounds__(kFusedThreads)
             k = M;
         }
         fe_cpx v = fe_fft_real_bin(src + ((size_t)lf << lM), tw, M, k);
-        float s;
-        if (power == 2.0f) {
-            s = __fadd_rn(__fmul_rn(v.x, v.x), __fmul_rn(v.y, v.y));
-        } else {
-            float m = hypotf(v.x, v.y);
-            s = power == 1.0f ? m : powf(m, power);
-        }
-        p[lf * nb + k] = s;
+        p[lf * nb + k] = bin_power(v.x, v.y, power);
     }
     __syncthreads();
     for (int i = tid; i < fpb * F; i += blockDim.x) {
         int lf = i / F, m = i - lf * F;
         if (!(s_flags[lf] & kFrameLive)) continue;
-        const float *w = mel_w + mel_off[m];
-        const float *pf = p + (size_t)lf * nb;
-        int lo = mel_lo[m], e = mel_hi[m] - lo;
-        double acc = 0.0;
-        /* the product of two floats is exact in double, so the fma rounds once, as the CPU's add */
-        for (int k = 0; k < e; k++) acc = __fma_rn((double)w[k], (double)pf[lo + k], acc);
-        float mel = (float)acc;
-        out[(size_t)(g0 + lf) * F + m] = logf(mel > log_floor ? mel : log_floor);
+        out[(size_t)(g0 + lf) * F + m] =
+            log_mel(mel_w + mel_off[m], p + (size_t)lf * nb, mel_lo[m], mel_hi[m] - mel_lo[m], log_floor);
     }
 }
 

@@ -19,11 +19,16 @@ int audio_body_is_audio_type(const char *ct)
     return 0;
 }
 
-/* The body's samples at the model's rate, mono (*x malloc'd, *n of them). 0, or -1 with e set. */
+/* The start of both entry points: out cleared (nothing to free after any error), then the body's samples at
+ * the model's rate, mono (*x malloc'd, *n of them). 0, or -1 with e set. */
 static int decode_body(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
-                       float **xo, size_t *no, double *audio_s, srv_err *e)
+                       body_feats *out, float **xo, size_t *no, double *audio_s, srv_err *e)
 {
     const rnnt_model_info *info = rnnt_model_get_info(m);
+    out->data = NULL;
+    out->frames = 0;
+    *xo = NULL;
+    *no = 0;
     *audio_s = 0;
     if (len == 0) {
         srv_err_set(e, 422, "empty_utterance", "%s: empty: no audio", name);
@@ -73,13 +78,11 @@ static int frames_of(const char *name, long long frames, double audio_s, const a
 int audio_body_pcm(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
                    body_feats *out, size_t *n_samples, double *audio_s, srv_err *e)
 {
-    out->data = NULL;
-    out->frames = 0;
     *n_samples = 0;
-    float *x = NULL;
-    size_t n = 0;
+    float *x;
+    size_t n;
     char msg[200];
-    if (decode_body(m, name, data, len, lim, &x, &n, audio_s, e)) return -1;
+    if (decode_body(m, name, data, len, lim, out, &x, &n, audio_s, e)) return -1;
     rnnt_frontend *fe = NULL;
     if (rnnt_frontend_create(m, &fe, msg, sizeof msg)) {
         free(x);
@@ -101,12 +104,10 @@ int audio_body_pcm(const rnnt_model *m, const char *name, const void *data, size
 int audio_body_features(const rnnt_model *m, const char *name, const void *data, size_t len, const audio_body_limits *lim,
                         body_feats *out, double *audio_s, srv_err *e)
 {
-    out->data = NULL;
-    out->frames = 0;
-    float *x = NULL;
-    size_t n = 0;
+    float *x;
+    size_t n;
     char msg[200];
-    if (decode_body(m, name, data, len, lim, &x, &n, audio_s, e)) return -1;
+    if (decode_body(m, name, data, len, lim, out, &x, &n, audio_s, e)) return -1;
     rnnt_status st;
     rnnt_frontend *fe = NULL;
     st = rnnt_frontend_create(m, &fe, msg, sizeof msg);

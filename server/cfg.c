@@ -23,6 +23,7 @@ static const char *const level_choices[] = {"error", "warn", "info", "debug", NU
 #define BOOL(n, f, d, rl, doc) {n, CFG_T_BOOL, OFF(f), 0, 0, 1, d, NULL, NULL, rl, doc}
 #define STR(n, f, d, rl, doc) {n, CFG_T_STR, OFF(f), sizeof(((cfg *)0)->f), 0, 0, 0, d, NULL, rl, doc}
 #define ENUM(n, f, ch, d, rl, doc) {n, CFG_T_ENUM, OFF(f), 0, 0, 0, d, NULL, ch, rl, doc}
+#define LIST(n, f, lo, hi, rl, doc) {n, CFG_T_LIST, OFF(f), sizeof(cfg_int_list), lo, hi, 0, NULL, NULL, rl, doc}
 
 static const cfg_key g_keys[] = {
     STR("server.listen", listen, "127.0.0.1", CFG_APPLY_RESTART,
@@ -59,14 +60,21 @@ static const cfg_key g_keys[] = {
         "Model directory (model.yaml, weights.safetensors, tokens.txt; see models/FORMAT.md)."),
     ENUM("model.backend", backend, backend_choices, CFG_BACKEND_AUTO, CFG_APPLY_ENGINE,
          "auto: CUDA when built in and a GPU is present, else CPU. cpu | cuda force one."),
-    INT("model.device", device, 0, 63, 0, CFG_APPLY_ENGINE, "CUDA device ordinal."),
+    LIST("model.devices", devices, 0, 63, CFG_APPLY_RESTART,
+         "GPUs to serve from: auto (every visible GPU) or a list of CUDA ordinals, e.g. [0, 1].\n"
+         "Each entry gets its own weights, runners and batching.workers workers; a batch goes to\n"
+         "the device with the least work in progress, a stream stays on one device, and a device\n"
+         "whose batches keep failing is taken out of rotation (/health). An ordinal may repeat\n"
+         "([0, 0]: two runner sets on one GPU). CPU backend: auto is one set; a list gives that\n"
+         "many runner sets sharing the cores (the numbers are not used; for testing failover)."),
     ENUM("model.precision", precision, precision_choices, CFG_PRECISION_FP16, CFG_APPLY_ENGINE,
          "CUDA weights and activations: fp16 (fp32 accumulation) or fp32. The CPU computes in fp32."),
     INT("model.cpu_threads", cpu_threads, 0, 256, 0, CFG_APPLY_ENGINE,
         "BLAS threads per worker on the CPU backend; 0: the CPU cores divided by the workers."),
     INT("batching.workers", workers, 0, 64, 0, CFG_APPLY_RESTART,
-        "Engine worker threads, each with its own runner (scratch memory for one batch).\n"
-        "0: one per CPU core on the CPU backend (at most 16), two on a GPU. On the CPU, several\n"
+        "Engine worker threads per device (model.devices), each with its own runner (scratch\n"
+        "memory for one batch). 0: one per CPU core on the CPU backend (at most 16; divided among\n"
+        "the runner sets of a CPU devices list), two per GPU. On the CPU, several\n"
         "single-threaded workers beat one worker with a multi-threaded BLAS on LSTM-sized matrices,\n"
         "and the waiting requests are shared out among the idle workers (8 requests, 2 idle workers:\n"
         "two batches of 4 at once). On a GPU a second worker stages one batch while the other's runs\n"
@@ -160,6 +168,8 @@ void cfg_defaults(cfg *c)
     for (const cfg_key *k = g_keys; k->name; k++) {
         if (k->type == CFG_T_STR)
             snprintf(str_field(c, k), k->size, "%s", k->def_str);
+        else if (k->type == CFG_T_LIST)
+            memset(str_field(c, k), 0, k->size); /* auto */
         else
             *int_field(c, k) = k->def_int;
     }
@@ -179,6 +189,19 @@ static int parse_int(const char *s, long long *out)
     long long v = strtoll(s, &end, 10);
     if (errno || *end) return -1;
     *out = v;
+    return 0;
+}
+
+/* Appends the integer text tok to a CFG_T_LIST value, within the key's bounds and CFG_LIST_MAX. */
+static int list_add(cfg_int_list *l, const cfg_key *k, const char *tok, const char *where, char *err, size_t errlen)
+{
+    long long x;
+    if (parse_int(tok, &x))
+        return log_err(err, errlen, "%s%s: expected auto or a list of integers, got \"%.40s\"", where, k->name, tok);
+    if (x < k->lo || x > k->hi)
+        return log_err(err, errlen, "%s%s: %lld is out of range [%lld, %lld]", where, k->name, x, k->lo, k->hi);
+    if (l->n == CFG_LIST_MAX) return log_err(err, errlen, "%s%s: more than %d entries", where, k->name, CFG_LIST_MAX);
+    l->v[l->n++] = (int)x;
     return 0;
 }
 
@@ -214,6 +237,37 @@ static int set_value(cfg *c, const cfg_key *k, const char *v, int quoted, const 
         else if (!quoted && strcmp(v, "false") == 0) *int_field(c, k) = 0;
         else return log_err(err, errlen, "%s%s: expected true or false, got \"%.40s\"", where, k->name, v);
         return 0;
+    case CFG_T_LIST: {
+        /* From text (a flag, or a YAML scalar): auto, or integers separated by commas, optionally in [ ]. */
+        cfg_int_list l;
+        memset(&l, 0, sizeof l);
+        if (!quoted && strcmp(v, "auto") == 0) {
+            memcpy(str_field(c, k), &l, sizeof l);
+            return 0;
+        }
+        char buf[256];
+        size_t len = strlen(v);
+        if (len >= sizeof buf) return log_err(err, errlen, "%s%s: value too long", where, k->name);
+        memcpy(buf, v, len + 1);
+        char *p = buf;
+        if (*p == '[' && len >= 2 && buf[len - 1] == ']') {
+            buf[len - 1] = '\0';
+            p++;
+        }
+        for (char *tok = p; tok;) { /* every entry between commas, empty ones included (an error) */
+            char *comma = strchr(tok, ',');
+            if (comma) *comma = '\0';
+            while (*tok == ' ') tok++;
+            size_t tl = strlen(tok);
+            while (tl > 0 && tok[tl - 1] == ' ') tok[--tl] = '\0';
+            if (list_add(&l, k, tok, where, err, errlen)) return -1;
+            tok = comma ? comma + 1 : NULL;
+        }
+        if (l.n == 0)
+            return log_err(err, errlen, "%s%s: expected auto or a list of integers, got \"%.40s\"", where, k->name, v);
+        memcpy(str_field(c, k), &l, sizeof l);
+        return 0;
+    }
     case CFG_T_ENUM:
         for (int i = 0; k->choices[i]; i++)
             if (strcmp(v, k->choices[i]) == 0) {
@@ -263,6 +317,9 @@ static int scalar_quoted(const yaml_node_t *n)
 /* Structural errors at a node, positioned by the YAML reader. */
 #define AT(node, ...) (ydoc_error(y, (node), RNNT_ERR_FORMAT, __VA_ARGS__), -1)
 
+static int load_list(cfg *c, const cfg_key *k, yaml_document_t *doc, yaml_node_t *seq, const char *path, char *err,
+                     size_t errlen);
+
 static int load_doc(cfg *c, ydoc *y, char *err, size_t errlen)
 {
     yaml_node_t *root = ydoc_root(y);
@@ -297,6 +354,10 @@ static int load_doc(cfg *c, ydoc *y, char *err, size_t errlen)
             size_t idx = (size_t)(k - g_keys);
             if (seen[idx]) return AT(k2, "%s: key given twice", full);
             seen[idx] = 1;
+            if (k->type == CFG_T_LIST && v2->type == YAML_SEQUENCE_NODE) {
+                if (load_list(c, k, doc, v2, y->path, err, errlen)) return -1;
+                continue;
+            }
             if (v2->type != YAML_SCALAR_NODE) return AT(v2, "%s: expected a single value", full);
             const char *val = (const char *)v2->data.scalar.value;
             if (strlen(val) != v2->data.scalar.length) return AT(v2, "%s: NUL byte in the value", full);
@@ -304,6 +365,26 @@ static int load_doc(cfg *c, ydoc *y, char *err, size_t errlen)
             if (set_value(c, k, val, scalar_quoted(v2), where, err, errlen)) return -1;
         }
     }
+    return 0;
+}
+
+/* A CFG_T_LIST key given as a YAML sequence of plain integers ([0, 1] or one "- 0" per line). */
+static int load_list(cfg *c, const cfg_key *k, yaml_document_t *doc, yaml_node_t *seq, const char *path, char *err,
+                     size_t errlen)
+{
+    cfg_int_list l;
+    memset(&l, 0, sizeof l);
+    char where[CFG_PATH_MAX + 64];
+    mark_where(where, sizeof where, path, seq);
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+        yaml_node_t *n = yaml_document_get_node(doc, *it);
+        mark_where(where, sizeof where, path, n);
+        if (n->type != YAML_SCALAR_NODE || scalar_quoted(n) || strlen((const char *)n->data.scalar.value) != n->data.scalar.length)
+            return log_err(err, errlen, "%s%s: each entry must be an integer", where, k->name);
+        if (list_add(&l, k, (const char *)n->data.scalar.value, where, err, errlen)) return -1;
+    }
+    if (l.n == 0) return log_err(err, errlen, "%s%s: an empty list (write auto for every device)", where, k->name);
+    memcpy(str_field(c, k), &l, sizeof l);
     return 0;
 }
 
@@ -386,6 +467,22 @@ void cfg_format_value(const cfg *c, const cfg_key *k, char *buf, size_t n)
     case CFG_T_INT: snprintf(buf, n, "%lld", *int_field_c(c, k)); return;
     case CFG_T_BOOL: snprintf(buf, n, "%s", *int_field_c(c, k) ? "true" : "false"); return;
     case CFG_T_ENUM: snprintf(buf, n, "%s", k->choices[*int_field_c(c, k)]); return;
+    case CFG_T_LIST: {
+        const cfg_int_list *l = (const cfg_int_list *)str_field_c(c, k);
+        if (l->n == 0) {
+            snprintf(buf, n, "auto");
+            return;
+        }
+        size_t o = 0;
+        buf[0] = '\0';
+        for (int i = 0; i < l->n && o < n; i++) {
+            int w = snprintf(buf + o, n - o, "%s%d", i ? ", " : "[", l->v[i]);
+            if (w < 0) return;
+            o += (size_t)w;
+        }
+        if (o < n) snprintf(buf + o, n - o, "]");
+        return;
+    }
     }
 }
 
@@ -413,6 +510,8 @@ void cfg_write_yaml(const cfg *c, FILE *f)
         }
         if (k->type == CFG_T_INT)
             fprintf(f, "  # integer in [%lld, %lld]\n", k->lo, k->hi);
+        if (k->type == CFG_T_LIST)
+            fprintf(f, "  # auto, or a list of 1 to %d integers in [%lld, %lld]\n", CFG_LIST_MAX, k->lo, k->hi);
         char val[CFG_VALUE_MAX]; /* a string of backslashes and quotes doubles when escaped */
         cfg_format_value(c, k, val, sizeof val);
         fprintf(f, "  %s: %s\n", dot + 1, val);
@@ -421,6 +520,7 @@ void cfg_write_yaml(const cfg *c, FILE *f)
 
 static int key_equal(const cfg *a, const cfg *b, const cfg_key *k)
 {
+    if (k->type == CFG_T_LIST) return memcmp(str_field_c(a, k), str_field_c(b, k), k->size) == 0;
     return k->type == CFG_T_STR ? strcmp(str_field_c(a, k), str_field_c(b, k)) == 0 : *int_field_c(a, k) == *int_field_c(b, k);
 }
 

@@ -18,6 +18,13 @@
 #define CFG_VALUE_MAX (2 * CFG_PATH_MAX + 3)
 
 typedef enum { CFG_BACKEND_AUTO = 0, CFG_BACKEND_CPU, CFG_BACKEND_CUDA } cfg_backend;
+
+/* A list of small integers (model.devices): n == 0 is `auto`. */
+#define CFG_LIST_MAX 16
+typedef struct {
+    int n;
+    int v[CFG_LIST_MAX];
+} cfg_int_list;
 typedef enum { CFG_PRECISION_FP16 = 0, CFG_PRECISION_FP32 } cfg_precision;
 
 typedef struct {
@@ -35,7 +42,7 @@ typedef struct {
     /* model */
     char model_path[CFG_PATH_MAX];
     long long backend;   /* cfg_backend */
-    long long device;
+    cfg_int_list devices; /* model.devices: CUDA ordinals, one runner set each; n == 0: auto */
     long long precision; /* cfg_precision */
     long long cpu_threads;
     /* batching */
@@ -68,7 +75,7 @@ typedef struct {
     long long log_requests;
 } cfg;
 
-typedef enum { CFG_T_INT, CFG_T_BOOL, CFG_T_STR, CFG_T_ENUM } cfg_type;
+typedef enum { CFG_T_INT, CFG_T_BOOL, CFG_T_STR, CFG_T_ENUM, CFG_T_LIST } cfg_type;
 
 /* Who applies a key (the hooks are the owner's, given to cfg_apply). */
 typedef enum {
@@ -86,8 +93,8 @@ typedef struct {
     const char *name;          /* dotted: "batching.max_batch" */
     cfg_type type;
     size_t offset;             /* into cfg */
-    size_t size;               /* CFG_T_STR: buffer size */
-    long long lo, hi;          /* CFG_T_INT bounds, inclusive */
+    size_t size;               /* CFG_T_STR: buffer size; CFG_T_LIST: sizeof(cfg_int_list) */
+    long long lo, hi;          /* CFG_T_INT and CFG_T_LIST (each entry) bounds, inclusive */
     long long def_int;         /* default for INT, BOOL, ENUM (index into choices) */
     const char *def_str;       /* default for STR */
     const char *const *choices;/* CFG_T_ENUM: NULL-terminated */

@@ -10,12 +10,36 @@
 #include "routes_int.h"
 #include "streams.h"
 
+/* model.devices, one object per slot: where it runs, whether it serves, its load and its errors. */
+static json_t *devices_json(const svc_snapshot *st)
+{
+    json_t *a = json_array();
+    for (int d = 0; a && d < st->n_devices; d++) {
+        const struct svc_device_snapshot *v = &st->devices[d];
+        json_t *o = json_pack("{s:i, s:o, s:s, s:s, s:o, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:o, s:o}", "index", d,
+                              "ordinal", v->ordinal >= 0 ? json_integer(v->ordinal) : json_null(), "name", v->name,
+                              "status", v->failed ? "failed" : "ok", "error",
+                              v->failed && v->error[0] ? json_string(v->error) : json_null(), "workers", v->workers,
+                              "workers_busy", v->busy, "batches", (json_int_t)v->batches, "errors", (json_int_t)v->errors, "streams", (json_int_t)v->streams,
+                              "busy_fraction", v->busy_fraction, "busy_seconds", v->busy_s, "running_frames",
+                              v->running_frames, "memory_used_bytes",
+                              v->mem_used >= 0 ? json_integer(v->mem_used) : json_null(), "memory_total_bytes",
+                              v->mem_total >= 0 ? json_integer(v->mem_total) : json_null());
+        if (o) json_array_append_new(a, o);
+    }
+    return a ? a : json_null();
+}
+
 static json_t *health_json(const svc_snapshot *st)
 {
     metrics_summary m;
     metrics_summarise(&m);
     eng *e = st->engine;
-    const char *status = st->draining ? "draining" : st->ready ? "ok" : "loading";
+    const char *status = st->draining              ? "draining"
+                         : !st->ready                ? "loading"
+                         : st->devices_up == 0       ? "unavailable"
+                         : st->devices_up < st->n_devices ? "degraded"
+                                                     : "ok";
     json_t *model = json_null();
     if (e) {
         const rnnt_model_info *i = eng_info(e);
@@ -23,9 +47,9 @@ static json_t *health_json(const svc_snapshot *st)
                           i->feature_dim, "vocab_size", i->vocab_size, "sample_rate", i->sample_rate, "hop_length",
                           i->hop_length, "frame_shift_s", i->frame_shift_s, "parameters", (json_int_t)i->n_parameters);
     }
-    return json_pack("{s:s, s:b, s:s, s:o*, s:s, s:s, s:f, "
+    json_t *doc = json_pack("{s:s, s:b, s:s, s:o*, s:s, s:s, s:f, "
                      "s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I}",
-                     "status", status, "ready", st->ready && !st->draining, "version", RNNT_VERSION, "model", model,
+                     "status", status, "ready", st->ready && !st->draining && st->devices_up > 0, "version", RNNT_VERSION, "model", model,
                      "backend", e ? eng_backend(e) : "none", "device", e ? eng_device(e) : "none", "uptime_s", st->uptime_s,
                      "requests", "ok", (json_int_t)m.requests_ok, "failed", (json_int_t)m.requests_failed, "in_flight",
                      (json_int_t)st->in_flight, "queue_depth", (json_int_t)st->queue_depth, "workers_busy",
@@ -33,6 +57,8 @@ static json_t *health_json(const svc_snapshot *st)
                      m.batches ? (double)m.batch_items / (double)m.batches : 0.0, "audio_seconds", m.audio_s,
                      "compute_seconds", m.compute_s, "real_time_factor", m.real_time_factor, "max_batch",
                      (json_int_t)(e ? eng_max_batch(e) : 0), "max_frames", (json_int_t)(e ? eng_max_frames(e) : 0));
+    if (doc) json_object_set_new(doc, "devices", devices_json(st));
+    return doc;
 }
 
 static void health(route_req *r)
@@ -53,6 +79,8 @@ static int ready_or_503(route_req *r)
     if (st.engine) eng_unref(st.engine);
     if (st.draining) return route_send_error(r, 503, "shutting_down", "the server is shutting down"), -1;
     if (!st.ready) return route_send_error(r, 503, "not_ready", "the model is still loading"), -1;
+    if (st.devices_up == 0 && st.n_devices > 0)
+        return route_send_error(r, 503, "unavailable", "every device was taken out of rotation (see /health)"), -1;
     return 0;
 }
 
@@ -140,6 +168,14 @@ static void metrics(route_req *r)
     g.device = e ? eng_device(e) : "";
     g.reloads_ok = st.reloads_ok;
     g.reloads_failed = st.reloads_failed;
+    struct metrics_device devs[DEV_MAX];
+    for (int d = 0; d < st.n_devices; d++) {
+        const struct svc_device_snapshot *v = &st.devices[d];
+        devs[d] = (struct metrics_device){v->name, v->ordinal, !v->failed, v->workers, v->busy, v->batches, v->errors,
+                                          v->mem_used, v->mem_total, v->busy_s, v->busy_fraction, v->running_frames};
+    }
+    g.n_devices = st.n_devices;
+    g.devices = devs;
     size_t len = 0;
     char *text = metrics_render(&g, &len);
     if (text) text = strm_metrics_append(s, text, &len);

@@ -350,9 +350,9 @@ int main(int argc, char **argv)
     }
     log_msg(LOG_INFO,
             "msg=listening address=%s port=%u http_threads=%lld max_connections=%lld max_connections_per_ip=%lld "
-            "head_timeout_s=%lld auth=%s workers=%lld cpu_threads=%lld",
+            "head_timeout_s=%lld auth=%s devices=%d workers=%d cpu_threads=%lld",
             s->c.listen, s->port, s->c.http_threads, routes_max_connections(s), s->c.max_connections_per_ip,
-            s->c.head_timeout_s, a ? "bearer" : "off", s->c.workers, s->c.cpu_threads);
+            s->c.head_timeout_s, a ? "bearer" : "off", svc_devices(s), svc_workers(s), s->c.cpu_threads);
     notify_send("STATUS=loading model %s", s->c.model_path);
 
     if (svc_load(s, err, sizeof err)) {
@@ -367,6 +367,8 @@ int main(int argc, char **argv)
         return 1;
     }
     rnnt_fault_arm(); /* injected faults fire from now on, never during start-up or warm-up */
+    /* /health/ready says 200 a moment before this line: the fault tests wait for this message. */
+    if (n_faults > 0) notify_send("STATUS=fault injection armed: %s", faults);
 
     double next_status = sched_now() + STATUS_EVERY_S;
     for (;;) {

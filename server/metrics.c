@@ -168,6 +168,51 @@ static void render_histo(FILE *b, histo *h)
               (unsigned long long)cum);
 }
 
+/* Per device slot (label device="SLOT", the index in model.devices). */
+static void render_devices(FILE *b, const metrics_gauges *g)
+{
+    if (g->n_devices < 1 || !g->devices) return;
+    head(b, "rnntd_device_info", "gauge", "Each device slot's CUDA ordinal (-1 on the CPU) and name (value 1).");
+    for (int d = 0; d < g->n_devices; d++) {
+        fprintf(b, "rnntd_device_info{device=\"%d\",ordinal=\"%d\",name=\"", d, g->devices[d].ordinal);
+        put_label(b, g->devices[d].name);
+        fprintf(b, "\"} 1\n");
+    }
+    const struct {
+        const char *name, *type, *help;
+    } series[] = {
+        {"rnntd_device_up", "gauge", "1 while the device is in rotation, 0 once taken out after repeated errors."},
+        {"rnntd_device_batches_total", "counter", "Batches run on the device."},
+        {"rnntd_device_errors_total", "counter", "Batches on the device that ended in a device error (launch or allocation)."},
+        {"rnntd_device_busy_seconds_total", "counter", "Seconds with at least one batch running on the device."},
+        {"rnntd_device_busy_fraction", "gauge", "Fraction of time with a batch running on the device (~10 s average)."},
+        {"rnntd_device_workers_busy", "gauge", "Engine workers of the device running a batch."},
+        {"rnntd_device_running_frames", "gauge", "Input frames of the batches running on the device (the load dispatch compares)."},
+        {"rnntd_device_memory_used_bytes", "gauge", "Device memory in use (cudaMemGetInfo, every process; CUDA only)."},
+        {"rnntd_device_memory_total_bytes", "gauge", "Device memory in all (CUDA only)."},
+    };
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        int any = 0;
+        for (int d = 0; d < g->n_devices; d++) {
+            const struct metrics_device *v = &g->devices[d];
+            if (k >= 7 && (k == 7 ? v->mem_used : v->mem_total) < 0) continue;
+            if (!any++) head(b, series[k].name, series[k].type, series[k].help);
+            fprintf(b, "%s{device=\"%d\"} ", series[k].name, d);
+            switch (k) {
+            case 0: fprintf(b, "%d\n", v->up); break;
+            case 1: fprintf(b, "%lld\n", v->batches); break;
+            case 2: fprintf(b, "%lld\n", v->errors); break;
+            case 3: fprintf(b, "%.6f\n", v->busy_s); break;
+            case 4: fprintf(b, "%.4f\n", v->busy_fraction); break;
+            case 5: fprintf(b, "%d\n", v->busy); break;
+            case 6: fprintf(b, "%.0f\n", v->running_frames); break;
+            case 7: fprintf(b, "%lld\n", v->mem_used); break;
+            default: fprintf(b, "%lld\n", v->mem_total); break;
+            }
+        }
+    }
+}
+
 char *metrics_render(const metrics_gauges *g, size_t *len)
 {
     char *text = NULL;
@@ -264,6 +309,7 @@ char *metrics_render(const metrics_gauges *g, size_t *len)
              "Batches given up past batching.worker_deadline_s (their requests answered 500).");
         fprintf(b, "rnntd_batches_abandoned_total %lld\n", ss.abandoned);
     }
+    render_devices(b, g);
     head(b, "rnntd_log_lines_dropped_total", "counter",
          "Log lines that could not be written (stderr full, closed or out of space).");
     fprintf(b, "rnntd_log_lines_dropped_total %llu\n", log_dropped());

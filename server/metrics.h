@@ -41,6 +41,15 @@ typedef struct {
     double start_time_s;      /* Unix time */
     const char *version, *model, *backend, *device;
     long long reloads_ok, reloads_failed;
+    int n_devices;                    /* device slots (model.devices) */
+    const struct metrics_device {
+        const char *name;             /* the device's name */
+        int ordinal;                  /* CUDA ordinal, -1 on the CPU */
+        int up, workers, busy;
+        long long batches, errors;
+        long long mem_used, mem_total; /* -1: not known (not shown) */
+        double busy_s, busy_fraction, running_frames;
+    } *devices;
 } metrics_gauges;
 
 /* The scheduler whose drain rate, expected wait and hung workers /metrics shows (NULL: none). */

@@ -689,7 +689,7 @@ int routes_start(srv *s, char *err, size_t errlen)
     tc.body_timeout_s = &s->request_timeout_s; /* server.request_timeout_s, kept current by svc's hook */
     if (!g_prep) {
         /* Audio decoding threads: as many as engine workers (each audio second costs ~1-2 ms of CPU). */
-        int n = (int)s->c.workers;
+        int n = svc_workers(s); /* every device's */
         if (workq_create(n < 1 ? 1 : n > 8 ? 8 : n, &g_prep)) {
             snprintf(err, errlen, "cannot start the audio decoding threads");
             return -1;

@@ -19,6 +19,18 @@ typedef struct {
     int n;
 } worker_state;
 
+/* A device slot, as the dispatch and the device metrics see it. */
+typedef struct {
+    int down;
+    int workers, busy;
+    double frames;          /* of its running batches */
+    double last_start;
+    long long batches;
+    double busy_s;          /* closed busy periods */
+    double busy_since;      /* start of the current busy period (busy > 0) */
+    double ewma, ewma_t;    /* busy fraction, exponentially averaged (SCHED_RATE_TAU_S) */
+} dev_state;
+
 #define SCHED_RATE_MIN_BATCHES 3
 #define SCHED_RATE_MIN_BUSY_S 0.05
 
@@ -42,6 +54,9 @@ struct sched {
     long long batches, abandoned;
     double last_progress;
     worker_state *ws;
+    int n_dev;
+    int *wdev;       /* [workers] device slot */
+    dev_state *dev;  /* [n_dev] */
     sched_params p;
     sched_exec x;
     int n_threads;
@@ -106,6 +121,61 @@ static int abandoned_running(const sched *s)
     int n = 0;
     for (int w = 0; w < s->p.workers; w++) n += s->ws[w].running && s->ws[w].abandoned;
     return n;
+}
+
+/* Under the lock: workers that can still run a batch (not hung, on a device in rotation). */
+static int live_workers(const sched *s)
+{
+    int n = 0;
+    for (int w = 0; w < s->p.workers; w++) n += !s->dev[s->wdev[w]].down && !(s->ws[w].running && s->ws[w].abandoned);
+    return n;
+}
+
+/* Under the lock: brings device d's busy-fraction average up to `now` (before its busy count changes). */
+static double dev_ewma_at(const dev_state *d, double now)
+{
+    double dt = now - d->ewma_t;
+    if (dt <= 0) return d->ewma;
+    double a = exp(-dt / SCHED_RATE_TAU_S);
+    return d->ewma * a + (d->busy > 0 ? 1 - a : 0);
+}
+
+static void dev_busy_change(sched *s, int d, int delta, double now)
+{
+    dev_state *v = &s->dev[d];
+    v->ewma = dev_ewma_at(v, now);
+    v->ewma_t = now;
+    if (v->busy == 0 && delta > 0) v->busy_since = now;
+    v->busy += delta;
+    if (v->busy == 0 && delta < 0) v->busy_s += now - v->busy_since;
+}
+
+/* Under the lock: 1 when worker w may take the next batch: its device is in rotation and, of the
+ * devices in rotation with an idle worker, has the least work in progress (ties: the device whose
+ * last batch started longest ago, then the lower slot), so that batches spread over the devices;
+ * the device a queued-again head job failed on is left out while another is in rotation. */
+static int may_take(const sched *s, int w)
+{
+    int mine = s->wdev[w];
+    if (s->dev[mine].down) return 0;
+    if (s->n_dev == 1) return 1;
+    /* A job queued again after its device failed goes to another device while one is in rotation. */
+    int avoid = -1, up = 0;
+    for (int d = 0; d < s->n_dev; d++) up += !s->dev[d].down;
+    if (s->head && s->head->requeued && up > 1) avoid = s->head->device;
+    if (mine == avoid) return 0;
+    int best = -1;
+    for (int d = 0; d < s->n_dev; d++) {
+        const dev_state *v = &s->dev[d];
+        if (v->down || v->busy >= v->workers || d == avoid) continue;
+        if (best < 0) {
+            best = d;
+            continue;
+        }
+        const dev_state *b = &s->dev[best];
+        if (v->frames < b->frames || (v->frames == b->frames && v->last_start < b->last_start)) best = d;
+    }
+    return best == mine;
 }
 
 static __thread sched *tl_sched;
@@ -224,6 +294,31 @@ static int ensure_scratch(sched *s, int w, int need)
     return 0;
 }
 
+/* Under the lock, after a run: the jobs it asked to run again go back to the head of the queue in
+ * their order (once each, while the queue is open and a device is in rotation), and their slots in
+ * batch[] are cleared; the others are left for done(). */
+static void requeue_asked(sched *s, sched_job **batch, int n)
+{
+    int can = !s->closed && live_workers(s) > 0;
+    for (int i = n - 1; i >= 0; i--) {
+        sched_job *j = batch[i];
+        int again = j->requeue && j->requeued == 0 && can;
+        j->requeue = 0;
+        if (!again) continue;
+        j->requeued++;
+        j->idle_start = 0;
+        j->prev = NULL;
+        j->next = s->head;
+        if (s->head) s->head->prev = j;
+        else s->tail = j;
+        s->head = j;
+        s->depth++;
+        s->queued_frames += j->frames;
+        batch[i] = NULL;
+    }
+    pthread_cond_broadcast(&s->work);
+}
+
 static void *worker_main(void *arg)
 {
     worker_arg *wa = arg;
@@ -235,8 +330,8 @@ static void *worker_main(void *arg)
 
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stop) pthread_cond_wait(&s->work, &s->mu);
-        if (!s->head && s->stop) break;
+        while ((!s->head || !may_take(s, w)) && !s->stop) pthread_cond_wait(&s->work, &s->mu);
+        if (s->stop && (!s->head || !may_take(s, w))) break;
         sched_job *oldest = s->head;
         int cap = s->p.max_batch;
         if (oldest->batch_cap < cap) cap = oldest->batch_cap;
@@ -250,7 +345,8 @@ static void *worker_main(void *arg)
                 continue; /* re-evaluate: another worker may have taken the jobs */
             }
         }
-        int idle = s->p.workers - s->busy; /* this worker included */
+        int idle = 0; /* this worker included; workers of devices out of rotation do not count */
+        for (int v = 0; v < s->p.workers; v++) idle += !s->ws[v].running && !s->dev[s->wdev[v]].down;
         int spreading = s->spread && idle > 1;
         if (spreading) {
             int waiting = count_group(s, oldest->group, cap * idle);
@@ -281,11 +377,17 @@ static void *worker_main(void *arg)
         ws->batch = batch;
         ws->n = n;
         s->last_progress = t0;
+        int d = s->wdev[w];
+        dev_busy_change(s, d, +1, t0);
+        s->dev[d].frames += ws->frames;
+        s->dev[d].last_start = t0;
         if (!s->head) {
             s->go = 0;
         } else if (spreading && s->go < idle - 1) {
             s->go = idle - 1; /* the idle workers start on what this one left */
             pthread_cond_broadcast(&s->work);
+        } else if (s->n_dev > 1) {
+            pthread_cond_broadcast(&s->work); /* the loads changed: another device may take the rest */
         }
         /* batch[] is this worker's own scratch: only this thread resizes it, so the lock can go. */
         pthread_mutex_unlock(&s->mu);
@@ -295,6 +397,8 @@ static void *worker_main(void *arg)
             batch[i]->t_start = t0;
             batch[i]->batch_size = n;
             batch[i]->worker = w;
+            batch[i]->device = d;
+            batch[i]->requeue = 0;
             frames += batch[i]->frames;
         }
         s->x.run(s->x.ctx, w, batch[0]->group, batch, n);
@@ -302,10 +406,13 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&s->mu);
         int abandoned = ws->abandoned;
         ws->committed = 1; /* for runs that did not commit themselves */
+        s->dev[d].batches++; /* before done(): a client that has its answer sees its batch counted */
+        if (!abandoned) requeue_asked(s, batch, n);
         pthread_mutex_unlock(&s->mu);
         if (!abandoned) {
             for (int i = 0; i < n; i++) {
                 sched_job *j = batch[i];
+                if (!j) continue; /* queued again: no longer this worker's */
                 j->t_end = t1;
                 j->outcome = SCHED_RAN;
                 j->done(j, j->user); /* j may be freed from here on */
@@ -327,6 +434,10 @@ static void *worker_main(void *arg)
         ws->n = 0;
         s->last_progress = sched_now();
         s->busy--;
+        dev_busy_change(s, d, -1, s->last_progress);
+        s->dev[d].frames -= ws->frames;
+        if (s->dev[d].frames < 0.5) s->dev[d].frames = 0;
+        if (s->n_dev > 1) pthread_cond_broadcast(&s->work); /* the loads changed */
         pthread_cond_broadcast(&s->idle);
     }
     pthread_mutex_unlock(&s->mu);
@@ -391,12 +502,18 @@ static void *monitor_main(void *arg)
 sched_status sched_create(const sched_params *p, const sched_exec *x, sched **out)
 {
     *out = NULL;
+    int n_dev = p->n_devices > 0 ? p->n_devices : 1;
     if (p->workers < 1 || p->max_batch < 1 || p->max_queue < 1 || p->max_delay_us < 0 || p->max_wait_s < 0 ||
-        p->worker_deadline_s < 0 || !x->run)
+        p->worker_deadline_s < 0 || !x->run || n_dev > SCHED_MAX_DEVICES)
         return SCHED_INVALID;
+    for (int w = 0; p->worker_device && w < p->workers; w++)
+        if (p->worker_device[w] < 0 || p->worker_device[w] >= n_dev) return SCHED_INVALID;
     sched *s = calloc(1, sizeof *s);
     if (!s) return SCHED_NOMEM;
     s->p = *p;
+    s->p.worker_device = NULL; /* copied into wdev */
+    s->p.n_devices = n_dev;
+    s->n_dev = n_dev;
     s->x = *x;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
@@ -411,9 +528,17 @@ sched_status sched_create(const sched_params *p, const sched_exec *x, sched **ou
     s->threads = calloc((size_t)p->workers, sizeof *s->threads);
     s->scratch = calloc((size_t)p->workers, sizeof *s->scratch);
     s->scratch_cap = calloc((size_t)p->workers, sizeof *s->scratch_cap);
-    if (!s->ws || !s->threads || !s->scratch || !s->scratch_cap) {
+    s->wdev = calloc((size_t)p->workers, sizeof *s->wdev);
+    s->dev = calloc((size_t)n_dev, sizeof *s->dev);
+    if (!s->ws || !s->threads || !s->scratch || !s->scratch_cap || !s->wdev || !s->dev) {
         sched_free(s);
         return SCHED_NOMEM;
+    }
+    double now = sched_now();
+    for (int d = 0; d < n_dev; d++) s->dev[d].ewma_t = now;
+    for (int w = 0; w < p->workers; w++) {
+        s->wdev[w] = p->worker_device ? p->worker_device[w] : 0;
+        s->dev[s->wdev[w]].workers++;
     }
     for (int i = 0; i < p->workers; i++) {
         worker_arg *wa = malloc(sizeof *wa);
@@ -446,7 +571,7 @@ sched_status sched_submit(sched *s, sched_job *j)
         pthread_mutex_unlock(&s->mu);
         return SCHED_CLOSED;
     }
-    if (abandoned_running(s) >= s->p.workers) {
+    if (live_workers(s) == 0) {
         pthread_mutex_unlock(&s->mu);
         return SCHED_UNAVAILABLE;
     }
@@ -468,6 +593,8 @@ sched_status sched_submit(sched *s, sched_job *j)
     j->t_start = j->t_end = 0;
     j->batch_size = 0;
     j->worker = -1;
+    j->device = -1;
+    j->requeue = j->requeued = 0;
     j->next = NULL;
     j->prev = s->tail;
     if (s->tail) s->tail->next = j;
@@ -521,7 +648,7 @@ int sched_wait_idle(sched *s, double timeout_s)
     double deadline = sched_now() + timeout_s;
     pthread_mutex_lock(&s->mu);
     /* Workers whose batch was abandoned may never return: they do not count. */
-#define SCHED_PENDING(s) ((s->head && abandoned_running(s) < s->p.workers) || s->busy > abandoned_running(s))
+#define SCHED_PENDING(s) ((s->head && live_workers(s) > 0) || s->busy > abandoned_running(s))
     while (SCHED_PENDING(s) && sched_now() < deadline) {
         struct timespec ts;
         ts.tv_sec = (time_t)deadline;
@@ -535,6 +662,8 @@ int sched_wait_idle(sched *s, double timeout_s)
     return rc;
 }
 
+static int end_jobs(sched_job *list, sched_outcome outcome);
+
 int sched_cancel_waiting(sched *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -546,18 +675,7 @@ int sched_cancel_waiting(sched *s)
     s->idle_claims = 0;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
-    int n = 0;
-    while (list) {
-        sched_job *next = list->next;
-        list->prev = list->next = NULL;
-        list->outcome = SCHED_CANCELLED;
-        list->t_start = list->t_end = sched_now();
-        list->batch_size = 0;
-        list->done(list, list->user);
-        list = next;
-        n++;
-    }
-    return n;
+    return end_jobs(list, SCHED_CANCELLED);
 }
 
 void sched_free(sched *s)
@@ -593,6 +711,8 @@ void sched_free(sched *s)
     free(s->scratch_cap);
     free(s->threads);
     free(s->ws);
+    free(s->wdev);
+    free(s->dev);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->idle);
     pthread_cond_destroy(&s->mon);
@@ -606,6 +726,73 @@ int sched_queue_depth(sched *s)
     int d = s->depth;
     pthread_mutex_unlock(&s->mu);
     return d;
+}
+
+/* Ends every waiting job with `outcome` (outside the lock); they were unlinked into `list`. */
+static int end_jobs(sched_job *list, sched_outcome outcome)
+{
+    int n = 0;
+    while (list) {
+        sched_job *next = list->next;
+        list->prev = list->next = NULL;
+        list->outcome = outcome;
+        list->t_start = list->t_end = sched_now();
+        list->batch_size = 0;
+        list->done(list, list->user);
+        list = next;
+        n++;
+    }
+    return n;
+}
+
+void sched_set_device_down(sched *s, int d, int down)
+{
+    pthread_mutex_lock(&s->mu);
+    if (d < 0 || d >= s->n_dev) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->dev[d].down = down != 0;
+    sched_job *orphans = NULL;
+    if (live_workers(s) == 0 && s->head) { /* nobody left to run what waits */
+        orphans = s->head;
+        s->head = s->tail = NULL;
+        s->depth = 0;
+        s->queued_frames = 0;
+        s->idle_claims = 0;
+    }
+    pthread_cond_broadcast(&s->work);
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    end_jobs(orphans, SCHED_NO_DEVICE);
+}
+
+int sched_devices_up(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (int d = 0; d < s->n_dev; d++) n += !s->dev[d].down;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int sched_device_count(sched *s) { return s->n_dev; } /* fixed at creation */
+
+void sched_get_device(sched *s, int d, sched_device_stats *o)
+{
+    memset(o, 0, sizeof *o);
+    if (d < 0 || d >= s->n_dev) return;
+    pthread_mutex_lock(&s->mu);
+    const dev_state *v = &s->dev[d];
+    double now = sched_now();
+    o->down = v->down;
+    o->workers = v->workers;
+    o->busy = v->busy;
+    o->running_frames = v->frames;
+    o->busy_s = v->busy_s + (v->busy > 0 ? now - v->busy_since : 0);
+    o->busy_fraction = dev_ewma_at(v, now);
+    o->batches = v->batches;
+    pthread_mutex_unlock(&s->mu);
 }
 
 int sched_busy_workers(sched *s)

@@ -16,6 +16,15 @@
  * ceil(waiting / idle workers), and lets the other idle workers start on the rest at once: 8 requests
  * and 2 idle CPU workers make two batches of 4 on two cores, not one of 8 on one core.
  *
+ * Devices: each worker belongs to one device slot (sched_params.worker_device). A batch goes to the
+ * device in rotation with the least work in progress (the frames of its running batches; ties: the
+ * device whose last batch started longest ago): workers of other devices leave it to one of that
+ * device's idle workers. A device taken out of rotation (sched_set_device_down) gets no batch; a
+ * run may ask for a job to be queued again (sched_job.requeue: at the head, once per job, for
+ * another device while one is in rotation) so that a
+ * device's failure reaches its clients only when no other device is in rotation; with no device in
+ * rotation, waiting jobs end with SCHED_NO_DEVICE and new ones are refused (SCHED_UNAVAILABLE).
+ *
  * The scheduler knows nothing about models: a sched_exec runs a batch. Thread-safety: every
  * function may be called from any thread; one mutex guards the queue (held only to link, unlink and
  * pick jobs, never while a batch runs). A job's done() runs on a worker thread, outside the lock,
@@ -29,6 +38,7 @@ typedef struct sched_job sched_job;
 typedef enum {
     SCHED_RAN = 0,     /* the batch ran; the executor's own status is in the job's container */
     SCHED_CANCELLED,   /* drained away at shutdown before it ran */
+    SCHED_NO_DEVICE,   /* every device was taken out of rotation before it ran */
 } sched_outcome;
 
 struct sched_job {
@@ -38,7 +48,13 @@ struct sched_job {
     const void *group; /* only jobs with the same group are batched together */
     void (*done)(sched_job *j, void *user);
     void *user;
+    /* Set by the executor's run: queue this job again (at the head) instead of calling done(), unless
+     * it was queued again before, the queue is closed or no device is in rotation (then done() is
+     * called with the run's own outcome in the job's container). The scheduler clears it. */
+    int requeue;
     /* Set by the scheduler before done(). */
+    int requeued;      /* times it was queued again */
+    int device;        /* device slot of the worker that ran it last */
     sched_outcome outcome;
     double t_submit, t_start, t_end; /* CLOCK_MONOTONIC seconds */
     int batch_size;
@@ -66,10 +82,14 @@ typedef struct {
     int delay_when_idle;      /* 1: a job waits max_delay_us for company even when a worker is idle */
     double max_wait_s;        /* refuse a job whose expected wait exceeds this; 0: no bound */
     double worker_deadline_s; /* abandon a batch running longer than this; 0: never */
+    int n_devices;            /* device slots, 1..SCHED_MAX_DEVICES (0: one) */
+    const int *worker_device; /* [workers] each worker's slot in [0, n_devices) (NULL: all slot 0); copied */
 } sched_params;
 
+#define SCHED_MAX_DEVICES 16
+
 /* SCHED_FULL: max_queue jobs wait, or the expected wait exceeds max_wait_s. SCHED_UNAVAILABLE: every
- * worker is hung. */
+ * worker is hung or on a device out of rotation. */
 typedef enum { SCHED_OK = 0, SCHED_FULL, SCHED_CLOSED, SCHED_NOMEM, SCHED_INVALID, SCHED_UNAVAILABLE } sched_status;
 
 #define SCHED_RATE_TAU_S 10.0 /* the drain rate forgets busy time with this time constant */
@@ -97,6 +117,22 @@ void sched_free(sched *s);
 
 int sched_queue_depth(sched *s);
 int sched_busy_workers(sched *s);
+
+/* Takes device slot d out of rotation (down = 1) or puts it back (0). Taking the last one out ends
+ * every waiting job with SCHED_NO_DEVICE. */
+void sched_set_device_down(sched *s, int d, int down);
+/* Device slots in rotation. */
+int sched_devices_up(sched *s);
+typedef struct {
+    int down;               /* out of rotation */
+    int workers, busy;      /* its workers, and those running a batch */
+    double running_frames;  /* frames of its running batches (the load the dispatch compares) */
+    double busy_s;          /* seconds with at least one of its batches running, since creation */
+    double busy_fraction;   /* the same as a fraction of time, averaged over ~SCHED_RATE_TAU_S */
+    long long batches;      /* batches its workers ran */
+} sched_device_stats;
+int sched_device_count(sched *s);
+void sched_get_device(sched *s, int d, sched_device_stats *out);
 
 /* Called by an executor's run on its worker thread. detach: the run holds nothing of its jobs any
  * more (inputs copied), so the batch may be abandoned past the deadline. commit: the run is about

@@ -13,6 +13,7 @@
 
 #include "auth.h"
 #include "cfg.h"
+#include "devices.h"
 #include "scheduler.h"
 #include "svc.h"
 
@@ -27,6 +28,13 @@ struct srv {
     struct tp_server *tp;         /* routes.c */
     struct strm_service *streams; /* WebSocket streams (streams.c) */
     unsigned port; /* bound port (routes.c) */
+
+    /* svc: the device slots (model.devices), fixed at svc_start; worker w runs on slot
+     * worker_device[w] (slot d has workers d * c.workers ... (d + 1) * c.workers - 1). */
+    int n_devs;
+    dev_slot devs[DEV_MAX];
+    int n_workers; /* c.workers per slot, times n_devs */
+    int worker_device[DEV_MAX * 64];
 
     /* svc: state. */
     _Atomic int ready;     /* model loaded and warmed up */

@@ -27,7 +27,8 @@ static wmodel *worker_model(strm_worker *w, eng *e, char *err, size_t errlen)
      * states on the GPU (kernels/cu_stream.h). */
     const rnnt_runner_params *ep = eng_runner_params(e);
     p.backend = !strcmp(eng_backend(e), "cuda") ? RNNT_BACKEND_CUDA : RNNT_BACKEND_CPU;
-    p.device = ep->device;
+    int ordinal = svc_device_ordinal(w->s, w->idx % svc_devices(w->s)); /* stream worker i: device slot i mod slots */
+    p.device = ordinal >= 0 ? ordinal : ep->device;
     p.precision = ep->precision;
     p.max_batch = w->s->streams->max_batch;
     p.max_frames = STRM_RUNNER_FRAMES;

@@ -443,10 +443,19 @@ unsigned strm_upgrade(srv *s, tp_conn *c, const hp_request *req, const char **co
     q->finals_tail = &q->finals;
     q->t_last_in = strm_now();
     snprintf(q->id, sizeof q->id, "%s-s%llu", s->id_prefix, (unsigned long long)atomic_fetch_add(&s->next_id, 1) + 1);
-    /* The least loaded worker. */
-    strm_worker *best = &svc->workers[0];
-    for (int i = 1; i < svc->n_workers; i++)
-        if (svc->workers[i].n < best->n) best = &svc->workers[i];
+    /* The least loaded worker on a device in rotation (stream worker i runs on device slot
+     * i mod devices); the stream stays on it, and so on one device, to its end. */
+    strm_worker *best = NULL;
+    for (int i = 0; i < svc->n_workers; i++) {
+        if (svc_device_failed(s, i % svc_devices(s))) continue;
+        if (!best || svc->workers[i].n < best->n) best = &svc->workers[i];
+    }
+    if (!best) {
+        atomic_fetch_sub(&svc->open, 1);
+        strm_sess_unref(q);
+        *code = "unavailable", *msg = "every device was taken out of rotation (see /health)";
+        return 503;
+    }
     q->w = best;
     pthread_mutex_lock(&best->mu);
     best->n++;
@@ -474,7 +483,7 @@ int strm_start(srv *s, char *err, size_t errlen)
     strm_service *svc = calloc(1, sizeof *svc);
     if (!svc) return snprintf(err, errlen, "out of memory"), -1;
     svc->s = s;
-    svc->n_workers = (int)(s->c.stream_workers > 0 ? s->c.stream_workers : s->c.workers);
+    svc->n_workers = (int)(s->c.stream_workers > 0 ? s->c.stream_workers : svc_workers(s));
     if (svc->n_workers < 1) svc->n_workers = 1;
     svc->max_streams = s->c.stream_max_streams;
     svc->tick_s = (double)s->c.stream_tick_ms / 1000.0;
@@ -573,6 +582,19 @@ long long strm_open(srv *s)
     return s->streams ? atomic_load(&s->streams->open) : 0;
 }
 
+long long strm_device_streams(srv *s, int d)
+{
+    strm_service *svc = s->streams;
+    long long n = 0;
+    for (int i = 0; svc && i < svc->n_workers; i++) {
+        if (i % svc_devices(s) != d) continue;
+        pthread_mutex_lock(&svc->workers[i].mu);
+        n += svc->workers[i].n;
+        pthread_mutex_unlock(&svc->workers[i].mu);
+    }
+    return n;
+}
+
 static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 {
@@ -611,12 +633,9 @@ char *strm_metrics_append(srv *s, char *buf, size_t *len)
 {
     strm_service *svc = s->streams;
     if (!svc) return buf;
-    size_t cap = *len + 4096;
-    char *b = realloc(buf, cap);
-    if (!b) {
-        free(buf);
-        return NULL;
-    }
+    /* buf holds at least *len bytes; append grows it (and leaves b valid when it cannot). */
+    size_t cap = *len;
+    char *b = buf;
     int bad = append(&b, len, &cap,
                      "# HELP rnntd_streams_open WebSocket streams open now.\n# TYPE rnntd_streams_open gauge\nrnntd_streams_open %lld\n"
                      "# HELP rnntd_streams_total Streams configured, finished with a final result, ended by an error.\n"

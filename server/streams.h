@@ -31,6 +31,8 @@ long long strm_drain(srv *s, double timeout_s);
 void strm_stop(srv *s);
 /* Open streams right now. */
 long long strm_open(srv *s);
+/* Streams on the stream workers of device slot d (worker i runs on slot i mod slots). */
+long long strm_device_streams(srv *s, int d);
 /* The streaming metrics in Prometheus text, appended to buf (malloc'd, *len updated); NULL when
  * out of memory (buf freed). */
 char *strm_metrics_append(srv *s, char *buf, size_t *len);

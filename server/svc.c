@@ -64,7 +64,10 @@ struct eng {
     _Atomic int refs;
     rnnt_model *model;
     int n_runners;
-    rnnt_runner **runners;
+    rnnt_runner **runners; /* [n_slots * per_slot]; NULL for the workers of a slot that did not build */
+    int n_slots, per_slot;
+    int first;             /* a runner that exists: the generation's backend, device and parameters */
+    char slot_err[DEV_MAX][512]; /* why a slot has no runners ("" when it has) */
     char path[CFG_PATH_MAX];
     double warmup_s; /* max_batch and max_frames live in the runners' parameters only */
 };
@@ -72,7 +75,7 @@ struct eng {
 static void eng_destroy(eng *e)
 {
     if (!e) return;
-    for (int i = 0; i < e->n_runners; i++) rnnt_runner_free(e->runners[i]);
+    for (int i = 0; i < e->n_runners && e->runners; i++) rnnt_runner_free(e->runners[i]);
     free(e->runners);
     rnnt_model_free(e->model);
     free(e);
@@ -101,7 +104,32 @@ static int warm_up(eng *e, rnnt_runner *r, char *err, size_t errlen)
     return st == RNNT_OK ? 0 : -1;
 }
 
-int eng_create(const cfg *c, int workers, eng **out, char *err, size_t errlen)
+/* Builds and warms up slot d's runners (its workers' indices); on failure frees them and says why. */
+static int build_slot(eng *e, const rnnt_runner_params *base, const dev_slot *slot, int d, char *err, size_t errlen)
+{
+    rnnt_runner_params p = *base;
+    p.device = slot->ordinal >= 0 ? slot->ordinal : 0;
+    char msg[384];
+    for (int k = 0; k < e->per_slot; k++) {
+        int i = d * e->per_slot + k;
+        if (rnnt_runner_create(e->model, &p, &e->runners[i], msg, sizeof msg) != RNNT_OK) {
+            snprintf(err, errlen, "device %d: runner %d (backend %s): %s", d, i,
+                     p.backend == RNNT_BACKEND_CPU ? "cpu" : p.backend == RNNT_BACKEND_CUDA ? "cuda" : "auto", msg);
+        } else if (warm_up(e, e->runners[i], msg, sizeof msg)) {
+            snprintf(err, errlen, "device %d: warm-up of runner %d failed: %s", d, i, msg);
+        } else {
+            continue;
+        }
+        for (int j = d * e->per_slot; j <= i; j++) {
+            rnnt_runner_free(e->runners[j]);
+            e->runners[j] = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int eng_create(const cfg *c, const dev_slot *slots, int n_slots, int per_slot, eng **out, char *err, size_t errlen)
 {
     *out = NULL;
     eng *e = calloc(1, sizeof *e);
@@ -117,7 +145,10 @@ int eng_create(const cfg *c, int workers, eng **out, char *err, size_t errlen)
         eng_destroy(e);
         return -1;
     }
-    e->runners = calloc((size_t)workers, sizeof *e->runners);
+    e->n_slots = n_slots;
+    e->per_slot = per_slot;
+    e->n_runners = n_slots * per_slot;
+    e->runners = calloc((size_t)e->n_runners, sizeof *e->runners);
     if (!e->runners) {
         snprintf(err, errlen, "out of memory");
         eng_destroy(e);
@@ -127,28 +158,34 @@ int eng_create(const cfg *c, int workers, eng **out, char *err, size_t errlen)
     p.backend = c->backend == CFG_BACKEND_CPU    ? RNNT_BACKEND_CPU
                 : c->backend == CFG_BACKEND_CUDA ? RNNT_BACKEND_CUDA
                                                  : RNNT_BACKEND_AUTO;
-    p.device = (int)c->device;
     p.precision = c->precision == CFG_PRECISION_FP32 ? RNNT_PRECISION_FP32 : RNNT_PRECISION_FP16;
     p.max_batch = (int)c->max_batch;
     p.max_frames = (int)c->max_frames;
     p.cpu_threads = (int)c->cpu_threads;
     double t0 = sched_now();
-    for (int i = 0; i < workers; i++) {
-        if (rnnt_runner_create(e->model, &p, &e->runners[i], msg, sizeof msg) != RNNT_OK) {
-            snprintf(err, errlen, "runner %d (backend %s): %s", i, cfg_backend_name(c->backend), msg);
-            eng_destroy(e);
-            return -1;
-        }
-        e->n_runners++;
-        if (warm_up(e, e->runners[i], msg, sizeof msg)) {
-            snprintf(err, errlen, "warm-up of runner %d failed: %s", i, msg);
-            eng_destroy(e);
-            return -1;
-        }
+    /* A slot that cannot build (its GPU is gone or full) is left out; the others serve. */
+    int built = 0;
+    e->first = -1;
+    for (int d = 0; d < n_slots; d++) {
+        if (build_slot(e, &p, &slots[d], d, e->slot_err[d], sizeof e->slot_err[d])) continue;
+        if (e->first < 0) e->first = d * per_slot;
+        built++;
+    }
+    if (built == 0) {
+        snprintf(err, errlen, "%s", e->slot_err[0]);
+        eng_destroy(e);
+        return -1;
     }
     e->warmup_s = sched_now() - t0;
     *out = e;
     return 0;
+}
+
+int eng_slot_ok(const eng *e, int d) { return d >= 0 && d < e->n_slots && e->runners[d * e->per_slot] != NULL; }
+const char *eng_slot_error(const eng *e, int d) { return d >= 0 && d < e->n_slots ? e->slot_err[d] : ""; }
+const char *eng_slot_device(const eng *e, int d)
+{
+    return eng_slot_ok(e, d) ? rnnt_runner_device_name(e->runners[d * e->per_slot]) : "";
 }
 
 eng *eng_ref(eng *e)
@@ -164,20 +201,31 @@ void eng_unref(eng *e)
 
 const rnnt_model *eng_model(const eng *e) { return e->model; }
 const rnnt_model_info *eng_info(const eng *e) { return rnnt_model_get_info(e->model); }
-const char *eng_backend(const eng *e) { return rnnt_runner_backend_name(e->runners[0]); }
-const char *eng_device(const eng *e) { return rnnt_runner_device_name(e->runners[0]); }
-const rnnt_runner_params *eng_runner_params(const eng *e) { return rnnt_runner_get_params(e->runners[0]); }
+const char *eng_backend(const eng *e) { return rnnt_runner_backend_name(e->runners[e->first]); }
+const char *eng_device(const eng *e) { return rnnt_runner_device_name(e->runners[e->first]); }
+const rnnt_runner_params *eng_runner_params(const eng *e) { return rnnt_runner_get_params(e->runners[e->first]); }
 const char *eng_path(const eng *e) { return e->path; }
 int eng_max_batch(const eng *e) { return eng_runner_params(e)->max_batch; }
 int eng_max_frames(const eng *e) { return eng_runner_params(e)->max_frames; }
 double eng_warmup_s(const eng *e) { return e->warmup_s; }
+
+/* Jobs of a batch that failed on its device go back to the queue for another device (once each,
+ * the scheduler's rule) when one is in rotation; their status stays as the answer otherwise. */
+static int retry_elsewhere(srv *s, int device, sched_job **jobs, int n)
+{
+    if (s->n_devs < 2) return 0;
+    int up = sched_devices_up(s->sched) - !atomic_load(&s->devs[device].failed);
+    if (up < 1) return 0;
+    for (int i = 0; i < n; i++) jobs[i]->requeue = 1;
+    return 1;
+}
 
 /* The batch's inputs are copied first (one buffer), so that once the scheduler may abandon the batch
  * (sched_batch_detach) nothing the run reads belongs to the requests any more; results are written
  * into the jobs only after sched_batch_commit says they are still this run's. */
 void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
 {
-    (void)ctx;
+    srv *s = ctx;
     /* Held for the run: a run abandoned past its deadline can outlive every request of its generation. */
     eng *e = eng_ref((eng *)group);
     int dim = rnnt_model_get_info(e->model)->feature_dim;
@@ -194,13 +242,15 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     rnnt_result *res = calloc(nb, sizeof *res);
     float *feats = malloc((floats > 0 ? floats : 1) * sizeof *feats);
     size_t *n_samples = calloc(nb, sizeof *n_samples);
-    if (!in || !res || !feats || !n_samples || worker < 0 || worker >= e->n_runners) {
+    int device = worker >= 0 && worker < s->n_workers ? s->worker_device[worker] : 0;
+    if (!in || !res || !feats || !n_samples || worker < 0 || worker >= e->n_runners || !e->runners[worker]) {
         int nomem = !in || !res || !feats || !n_samples;
         for (int i = 0; i < n; i++) {
             eng_job *j = (eng_job *)jobs[i];
-            j->status = nomem ? RNNT_ERR_NOMEM : RNNT_ERR_INVALID;
-            snprintf(j->err, sizeof j->err, "%s", nomem ? "out of memory" : "no runner for this worker");
+            j->status = nomem ? RNNT_ERR_NOMEM : RNNT_ERR_DEVICE;
+            snprintf(j->err, sizeof j->err, "%s", nomem ? "out of memory" : "no runner on this device in this generation");
         }
+        if (!nomem) retry_elsewhere(s, device, jobs, n); /* its slot did not build on the last reload */
         free(in);
         free(res);
         free(feats);
@@ -222,15 +272,21 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     sched_batch_detach();
     if (rnnt_fault_hit("worker_hang")) injected_hang(worker);
     char err[256] = "";
+    char fault[32];
+    snprintf(fault, sizeof fault, "device%d_fail", device);
     double t0 = sched_now();
-    rnnt_status st = eng_pcm_decode(e->runners[worker], n, in, n_samples, res, err, sizeof err);
+    rnnt_status st = rnnt_fault_hit(fault) /* as a failed launch on this device would end */
+                         ? (snprintf(err, sizeof err, "kernel launch failed (injected fault %s)", fault), RNNT_ERR_DEVICE)
+                         : eng_pcm_decode(e->runners[worker], n, in, n_samples, res, err, sizeof err);
     double dt = sched_now() - t0;
+    int device_error = dev_batch_done(s, device, st, err);
+    dev_sample_memory(s, device);
     free(feats);
     free(n_samples);
     if (st != RNNT_OK) {
         char q[300];
         log_quote(q, sizeof q, err);
-        log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d worker=%d err=%s", n, worker, q);
+        log_msg(LOG_ERROR, "msg=\"batch failed\" size=%d worker=%d device=%d err=%s", n, worker, device, q);
     }
     if (!sched_batch_commit()) {
         /* Given up past the deadline: the jobs were answered and may be gone. */
@@ -242,13 +298,15 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
         eng_unref(e);
         return;
     }
+    /* A job the scheduler will run again on another device is not a failure yet. */
+    int retry = device_error ? retry_elsewhere(s, device, jobs, n) : 0;
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
         j->compute_s = dt;
         if (st != RNNT_OK) {
             j->status = st;
             snprintf(j->err, sizeof j->err, "%s", err);
-            metrics_failed_decode();
+            if (!retry || jobs[i]->requeued > 0) metrics_failed_decode(); /* requeued once already: not again */
         } else {
             j->status = res[i].status;
             j->result = res[i]; /* the job owns the arrays now */
@@ -321,9 +379,13 @@ void svc_resolve_auto(cfg *c, long long workers_running)
     cpu_set_t set;
     long ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1) ncpu = 1;
+    /* CPU runner sets share the cores: together they get one worker per core. */
+    long slots = !cuda && c->devices.n > 1 ? c->devices.n : 1;
+    long cpu_workers = ncpu / slots > 1 ? ncpu / slots : 1;
     if (workers_running > 0) c->workers = workers_running;
-    else if (c->workers == 0) c->workers = cuda ? 2 : (ncpu < 16 ? ncpu : 16);
-    if (c->cpu_threads == 0 && !cuda) c->cpu_threads = ncpu / c->workers > 1 ? ncpu / c->workers : 1;
+    else if (c->workers == 0) c->workers = cuda ? 2 : (cpu_workers < 16 ? cpu_workers : 16);
+    long total = c->workers * slots;
+    if (c->cpu_threads == 0 && !cuda) c->cpu_threads = ncpu / total > 1 ? ncpu / total : 1;
 }
 
 int svc_load_auth(const cfg *c, auth **out, char *err, size_t errlen)
@@ -340,13 +402,16 @@ int svc_load_auth(const cfg *c, auth **out, char *err, size_t errlen)
 int svc_start(srv *s, const cfg *c, auth *a, char *err, size_t errlen)
 {
     s->c = *c;
+    if (dev_resolve(c, s->devs, &s->n_devs, err, errlen)) return -1;
+    s->n_workers = (int)c->workers * s->n_devs;
+    for (int w = 0; w < s->n_workers; w++) s->worker_device[w] = w / (int)c->workers;
     s->auth = a;
     cfg_apply(NULL, &s->c, &g_hooks, s);
     /* The scheduler's own max_batch is the one cap: each batch is bounded by its generation's
      * runners (the jobs' batch_cap), which is where batching.max_batch lives. */
-    sched_params sp = {(int)c->workers, RNNT_MAX_BATCH, c->max_delay_us, (int)c->max_queue, (int)c->delay_when_idle,
-                       (double)c->max_queue_wait_ms * 1e-3, (double)c->worker_deadline_s};
-    sched_exec sx = {svc_run, NULL, svc_abandon};
+    sched_params sp = {s->n_workers, RNNT_MAX_BATCH, c->max_delay_us, (int)c->max_queue, (int)c->delay_when_idle,
+                       (double)c->max_queue_wait_ms * 1e-3, (double)c->worker_deadline_s, s->n_devs, s->worker_device};
+    sched_exec sx = {svc_run, s, svc_abandon};
     if (sched_create(&sp, &sx, &s->sched) != SCHED_OK) {
         snprintf(err, errlen, "cannot start the scheduler");
         return -1;
@@ -362,14 +427,24 @@ static void engine_ready(srv *s, eng *e, const char *what)
 {
     int spread = strcmp(eng_backend(e), "cpu") == 0;
     sched_set_spread(s->sched, spread);
+    /* Slots that built are (back) in rotation; the others leave it with their reason. */
+    for (int d = 0; d < s->n_devs; d++) {
+        if (eng_slot_ok(e, d)) {
+            dev_restore(s, d);
+            dev_sample_memory(s, d);
+        } else {
+            dev_fail(s, d, eng_slot_error(e, d));
+        }
+    }
     const rnnt_model_info *i = eng_info(e);
     char dev[160];
     log_quote(dev, sizeof dev, eng_device(e));
     log_msg(LOG_INFO,
             "msg=%s model=%s path=%s backend=%s device=%s feature_dim=%d vocab=%d params=%lld "
-            "workers=%lld max_batch=%d max_frames=%d spread=%s warmup_s=%.3f",
+            "devices=%d devices_up=%d workers=%d max_batch=%d max_frames=%d spread=%s warmup_s=%.3f",
             what, i->name, eng_path(e), eng_backend(e), dev, i->feature_dim, i->vocab_size, i->n_parameters,
-            s->c.workers, eng_max_batch(e), eng_max_frames(e), spread ? "on" : "off", eng_warmup_s(e));
+            s->n_devs, sched_devices_up(s->sched), s->n_workers, eng_max_batch(e), eng_max_frames(e), spread ? "on" : "off",
+            eng_warmup_s(e));
     notify_send("READY=1\nSTATUS=ready: model %s on %s, listening on %s port %u", i->name, eng_backend(e), s->c.listen,
                 s->port);
 }
@@ -377,7 +452,7 @@ static void engine_ready(srv *s, eng *e, const char *what)
 int svc_load(srv *s, char *err, size_t errlen)
 {
     eng *e = NULL;
-    if (eng_create(&s->c, (int)s->c.workers, &e, err, errlen)) return -1;
+    if (eng_create(&s->c, s->devs, s->n_devs, (int)s->c.workers, &e, err, errlen)) return -1;
     pthread_mutex_lock(&s->mu);
     s->engine = e;
     pthread_mutex_unlock(&s->mu);
@@ -407,7 +482,7 @@ void svc_reload(srv *s, cfg *nc, int config_ok, const char *config_err)
     eng *ne = NULL;
     snprintf(err, sizeof err, "%s", config_ok ? "" : config_err);
     if (config_ok) svc_resolve_auto(nc, s->c.workers);
-    if (!config_ok || svc_load_auth(nc, &na, err, sizeof err) || eng_create(nc, (int)s->c.workers, &ne, err, sizeof err)) {
+    if (!config_ok || svc_load_auth(nc, &na, err, sizeof err) || eng_create(nc, s->devs, s->n_devs, (int)s->c.workers, &ne, err, sizeof err)) {
         char q[1100];
         log_quote(q, sizeof q, err);
         log_msg(LOG_ERROR, "msg=\"reload failed; still serving the previous configuration\" err=%s", q);
@@ -423,7 +498,7 @@ void svc_reload(srv *s, cfg *nc, int config_ok, const char *config_err)
     cfg old = s->c;
     for (const cfg_key *k = cfg_keys(); k->name; k++) {
         if (k->apply == CFG_APPLY_RESTART) continue;
-        size_t sz = k->type == CFG_T_STR ? k->size : sizeof(long long);
+        size_t sz = k->type == CFG_T_STR || k->type == CFG_T_LIST ? k->size : sizeof(long long);
         memcpy((char *)&s->c + k->offset, (const char *)nc + k->offset, sz);
     }
     swap_current(s, ne, na);
@@ -588,7 +663,8 @@ int svc_submit(srv *s, eng *e, eng_job *j, void (*done)(sched_job *, void *), vo
         metrics_reject_inc(REJECT_DRAINING);
         srv_err_set(err, 503, "shutting_down", "the server is shutting down");
     } else if (st == SCHED_UNAVAILABLE) {
-        srv_err_set(err, 503, "unavailable", "every engine worker is hung (batching.worker_deadline_s)");
+        srv_err_set(err, 503, "unavailable",
+                    "no engine worker can run it: every worker is hung (batching.worker_deadline_s) or on a device out of rotation (see /health)");
         err->retry_after_s = 30;
     } else {
         srv_err_set(err, 500, "internal", "could not queue the request");
@@ -601,6 +677,11 @@ int svc_finish(srv *s, const eng_job *j, double audio_s, long long bytes_in, con
     (void)s;
     if (j->sj.outcome == SCHED_CANCELLED) {
         srv_err_set(e, 503, "shutting_down", "the server shut down before this request was decoded");
+        return -1;
+    }
+    if (j->sj.outcome == SCHED_NO_DEVICE) {
+        srv_err_set(e, 503, "unavailable", "every device was taken out of rotation (see /health)");
+        e->retry_after_s = 30;
         return -1;
     }
     switch (j->status) {
@@ -628,11 +709,38 @@ void svc_snapshot_get(srv *s, svc_snapshot *o)
     o->in_flight = atomic_load(&s->in_flight);
     o->queue_depth = s->sched ? sched_queue_depth(s->sched) : 0;
     o->workers_busy = s->sched ? sched_busy_workers(s->sched) : 0;
-    o->workers = s->c.workers;
+    o->workers = s->n_workers;
     o->pending_bytes = atomic_load(&s->pending_bytes);
     o->reloads_ok = atomic_load(&s->reloads_ok);
     o->reloads_failed = atomic_load(&s->reloads_failed);
     o->uptime_s = sched_now() - s->t_start_mono;
     o->start_time_s = s->t_start_unix;
     o->engine = svc_engine(s);
+    o->n_devices = s->n_devs;
+    for (int d = 0; d < s->n_devs && s->sched; d++) {
+        struct svc_device_snapshot *v = &o->devices[d];
+        const dev_slot *ds = &s->devs[d];
+        sched_device_stats st;
+        sched_get_device(s->sched, d, &st);
+        v->ordinal = ds->ordinal;
+        v->failed = atomic_load(&ds->failed);
+        o->devices_up += !v->failed;
+        v->workers = st.workers;
+        v->busy = st.busy;
+        v->batches = st.batches;
+        v->errors = atomic_load(&ds->errors);
+        v->streams = strm_device_streams(s, d);
+        v->mem_used = atomic_load(&ds->mem_used);
+        v->mem_total = atomic_load(&ds->mem_total);
+        v->busy_s = st.busy_s;
+        v->busy_fraction = st.busy_fraction;
+        v->running_frames = st.running_frames;
+        snprintf(v->name, sizeof v->name, "%s", o->engine ? eng_slot_device(o->engine, d) : "");
+        dev_error(s, d, v->error, sizeof v->error);
+    }
 }
+
+int svc_workers(srv *s) { return s->n_workers; }
+int svc_devices(srv *s) { return s->n_devs; }
+int svc_device_ordinal(srv *s, int d) { return d >= 0 && d < s->n_devs ? s->devs[d].ordinal : -1; }
+int svc_device_failed(srv *s, int d) { return d >= 0 && d < s->n_devs ? atomic_load(&s->devs[d].failed) : 1; }

@@ -26,6 +26,7 @@
 
 #include "audio_body.h"
 #include "cfg.h"
+#include "devices.h"
 #include "reply.h"
 #include "rnnt.h"
 #include "scheduler.h"
@@ -43,13 +44,18 @@ typedef struct {
     size_t n_samples;      /* nonzero: features holds PCM at the model's rate */
     rnnt_result result;    /* filled when status == RNNT_OK */
     rnnt_status status;    /* RNNT_OK, a per-utterance RNNT_ERR_NUMERIC, or the batch's error */
-    char err[200];
+    char err[256];         /* the batch's error as the engine wrote it (svc_run's buffer), or the job's own */
     double compute_s;      /* engine time of its batch */
 } eng_job;
 
-/* Loads c->model_path and creates `workers` runners (c->backend, device, precision, max_batch,
- * max_frames, cpu_threads), each warmed up with one decode of a dummy input. */
-int eng_create(const cfg *c, int workers, eng **out, char *err, size_t errlen);
+/* Loads c->model_path and creates per_slot runners on each of the n_slots device slots (c->backend,
+ * the slot's ordinal, precision, max_batch, max_frames, cpu_threads), each warmed up with one decode
+ * of a dummy input. A slot whose runners cannot be built or warmed up is left without runners
+ * (eng_slot_ok 0, eng_slot_error says why); with no slot built it fails. */
+int eng_create(const cfg *c, const dev_slot *slots, int n_slots, int per_slot, eng **out, char *err, size_t errlen);
+int eng_slot_ok(const eng *e, int slot);
+const char *eng_slot_error(const eng *e, int slot);
+const char *eng_slot_device(const eng *e, int slot); /* the runners' device name, "" without runners */
 eng *eng_ref(eng *e);
 void eng_unref(eng *e);
 
@@ -67,6 +73,12 @@ double eng_warmup_s(const eng *e);
 
 /* The current generation with a reference taken (NULL before the first load). */
 eng *svc_engine(srv *s);
+/* Engine workers in all (batching.workers per device slot). */
+int svc_workers(srv *s);
+/* Device slots, and the CUDA ordinal of slot d (-1 on the CPU); 1 when slot d is out of rotation. */
+int svc_devices(srv *s);
+int svc_device_ordinal(srv *s, int d);
+int svc_device_failed(srv *s, int d);
 
 /* ---- lifecycle (main thread) ---- */
 
@@ -137,12 +149,26 @@ typedef struct {
     long long reloads_ok, reloads_failed;
     double uptime_s, start_time_s;
     eng *engine;
+    int n_devices, devices_up;
+    struct svc_device_snapshot {
+        int ordinal;              /* CUDA ordinal, -1 on the CPU */
+        int failed;               /* out of rotation */
+        int workers, busy;        /* its workers, those running a batch */
+        long long batches, errors; /* batches run, batches that ended in a device error */
+        long long streams;        /* WebSocket streams on its stream workers */
+        long long mem_used, mem_total; /* bytes, -1 when not known (CPU) */
+        double busy_s, busy_fraction, running_frames;
+        char name[96];            /* the device's name ("" when its runners did not build) */
+        char error[256];          /* why it left rotation */
+    } devices[DEV_MAX];
 } svc_snapshot;
 void svc_snapshot_get(srv *s, svc_snapshot *out);
 
 /* ---- the batch executor (scheduler workers) ---- */
 
-/* The sched_exec run function: group is the generation the jobs were validated against. */
+/* The sched_exec run function (ctx: the srv): group is the generation the jobs were validated
+ * against; runs on worker's runner, on its device slot; a device error counts towards the slot's
+ * failure (devices.h) and sends the jobs to another device when one is in rotation. */
 void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n);
 /* The sched_exec abandon hook: a job of a batch past batching.worker_deadline_s fails (500). */
 void svc_abandon(void *ctx, sched_job *j, double ran_s);

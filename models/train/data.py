@@ -37,13 +37,16 @@ def read_manifest(path):
 class FeaturePool:
     """Utterances as fp16 log-mel features on the device, with their label ids."""
 
-    def __init__(self, frontend_cfg, device, max_seconds=16.0, vtlp=False):
-        """vtlp: apply each manifest record's "vtlp" warp factor (synth.py draws it for training data)."""
+    def __init__(self, frontend_cfg, device, max_seconds=16.0, vtlp=False, keep_waves=False):
+        """vtlp: apply each manifest record's "vtlp" warp factor (synth.py draws it for training data).
+        keep_waves: also keep each utterance's 16-bit samples on the device (int16: exact, 2 bytes), so that collate_to(...,
+        channel=) computes its features anew through a fresh random channel (gpu_channel.py)."""
         self.lm = LogMel(frontend_cfg, device=device)
         self.vtlp = vtlp
         self.device = device
         self.max_seconds = max_seconds
         self.feats, self.labels, self.meta = [], [], []
+        self.waves = [] if keep_waves else None
 
     @classmethod
     def of(cls, feats, labels, device):
@@ -52,6 +55,7 @@ class FeaturePool:
         pool = cls.__new__(cls)
         pool.lm, pool.device, pool.max_seconds, pool.vtlp = None, device, float("inf"), False
         pool.feats, pool.labels, pool.meta = list(feats), list(labels), [{} for _ in feats]
+        pool.waves = None
         return pool
 
     def add_manifest(self, path, batch_seconds=400.0):
@@ -75,8 +79,12 @@ class FeaturePool:
                 warp = torch.tensor(ws) if any(w != 1.0 for w in ws) else None
             feats, nf = self.lm.batch(torch.from_numpy(pad).to(self.device), lens.to(self.device), warp=warp)
             feats = feats.half()
+            if self.waves is not None:
+                wdev = torch.from_numpy(np.rint(pad * 32768.0).astype(np.int16)).to(self.device)
             for k, (r, n) in enumerate(zip(recs[i:j], nf.tolist())):    # one device sync per batch
                 self.feats.append(feats[k, :n].clone())
+                if self.waves is not None:
+                    self.waves.append(wdev[k, :len(waves[k])].clone())
                 self.labels.append(torch.tensor(encode_text(r["text"]), dtype=torch.long))
                 self.meta.append(r)
             i = j
@@ -157,14 +165,29 @@ class FeaturePool:
         rng.shuffle(out)
         return out, dropped
 
-    def collate_to(self, idx, shape):
+    def rechannel(self, idx, channel, rng):
+        """The features of utterances idx computed anew from their kept samples through channel
+        (gpu_channel.GpuChannel: a fresh room, noise, level and VTLP draw each call) -> [n, T_max, F]
+        fp16, each utterance with exactly its pooled frame count."""
+        w = torch.nn.utils.rnn.pad_sequence([self.waves[i] for i in idx], batch_first=True).float() / 32768.0
+        lens = [self.waves[i].shape[0] for i in idx]
+        has_room = ["rir" in self.meta[i].get("aug", {}) for i in idx]
+        x, warp = channel(w, lens, has_room, rng)
+        f, _ = self.lm.batch(x, torch.tensor(lens), warp=warp)
+        return f.half()
+
+    def collate_to(self, idx, shape, channel=None, rng=None):
         """collate() padded to a fixed (B, T, U), with a weight per row: 1 for the utterances, 0 for the
         dummies that fill a short batch (T frames of zeros, no labels: a finite loss that the weighted
-        mean gives no gradient). -> (feats, flen, labels, ulen, weight), all on the device."""
+        mean gives no gradient). -> (feats, flen, labels, ulen, weight), all on the device. channel (with
+        keep_waves): the features anew through a fresh random channel (rechannel), rng its draws."""
         B, T, U = shape
         n = len(idx)
         feats = torch.zeros(B, T, self.feats[idx[0]].shape[1], device=self.device)
-        f = torch.nn.utils.rnn.pad_sequence([self.feats[i] for i in idx], batch_first=True)
+        if channel is not None and self.waves is not None:
+            f = self.rechannel(idx, channel, rng)
+        else:
+            f = torch.nn.utils.rnn.pad_sequence([self.feats[i] for i in idx], batch_first=True)
         feats[:n, :f.shape[1]] = f
         labels = torch.zeros(B, U, dtype=torch.long)
         flen = torch.full((B,), T, dtype=torch.long)

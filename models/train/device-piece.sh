@@ -3,7 +3,8 @@
 # [RUN] (default .corpus/run: the engines, the text and, after the first piece, ckpt.pt: models/README.md
 # steps 3-4).
 #   models/train/device-piece.sh DATA_SEED [train.py options...]      e.g.  3   or   4 --final-piece
-# Resumes from RUN/ckpt.pt when it exists. Writes $OUT/train/ckpt.pt, $OUT/train/model/ and
+# Resumes from RUN/ckpt.pt when it exists (and RUN/opt.pt: the optimiser state). Writes $OUT/train/ckpt.pt,
+# $OUT/train/opt.pt, $OUT/train/model/ and
 # $OUT/logs.tar.xz (train.txt: train.py's output, train/log.jsonl, train/dev_hyps.jsonl, bench.txt, the
 # race logs), and prints the piece's summary. Environment:
 #   RUN        the carried folder (tts-root.tar.xz, text/, optional ckpt.pt and neural.tar.xz: hibari's
@@ -43,6 +44,7 @@ if [ "${RACE:-0}" = 1 ]; then
 fi
 extra=()
 [ -f "$RUN/ckpt.pt" ] && extra+=(--resume "$RUN/ckpt.pt")
+[ -f "$RUN/opt.pt" ] && extra+=(--resume-opt "$RUN/opt.pt")
 [ -f "$RUN/neural.tar.xz" ] && extra+=(--neural "$RUN/neural.tar.xz")
 "$PY" -m rnntd_train.train --model "${MODEL:-$CODE/models/train/en-char-small.yaml}" \
   --config "${CONFIG:-$CODE/models/train/en-char-small.train.json}" --engines "$RUN/tts-root.tar.xz" \

@@ -35,6 +35,7 @@ from rnntd_ref.config import load_config
 from rnntd_ref.io import export_state_dict
 
 from .data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment
+from .gpu_channel import GpuChannel
 from .graph_step import GraphedStep
 from .loss import multiblank_rnnt_loss
 from .model import TrainModel
@@ -122,6 +123,28 @@ def save_ckpt(path, model, step, pieces, extra):
     os.replace(path + ".tmp", path)
 
 
+def save_opt(path, opt):
+    """AdamW's state (step counts, first and second moments) in bfloat16: 4 bytes per parameter instead
+    of 8, so it comes back from the GPU machine as one file beside the checkpoint (the 3.5 M-parameter
+    model: 14 MB). A resumed piece then continues the moments instead of starting them from zero."""
+    st = opt.state_dict()
+    state = {k: {n: (v.detach().to("cpu", torch.bfloat16) if torch.is_tensor(v) and v.numel() > 1 else v)
+                 for n, v in s.items()} for k, s in st["state"].items()}
+    torch.save({"state": state, "param_groups": st["param_groups"]}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load_opt(path, opt, device):
+    """save_opt's file into opt (moments back to fp32 on the device); the learning rate is the trainer's."""
+    st = torch.load(path, map_location="cpu")
+    state = {k: {n: (v.to(device, torch.float32) if torch.is_tensor(v) and v.numel() > 1 else v)
+                 for n, v in s.items()} for k, s in st["state"].items()}
+    groups = opt.state_dict()["param_groups"]
+    if [len(g["params"]) for g in groups] != [len(g["params"]) for g in st["param_groups"]]:
+        raise ValueError("%s: optimiser state of another model (parameter groups differ)" % path)
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="model.yaml of the architecture")
@@ -132,6 +155,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--data-seed", type=int, required=True)
     ap.add_argument("--resume", default=None)
+    ap.add_argument("--resume-opt", default=None,
+                    help="the optimiser state a piece wrote (OUT/opt.pt, save_opt); without it a resumed piece "
+                         "first runs the config's fill_steps at learning rate 0 to fill AdamW's moments")
     ap.add_argument("--budget-s", type=float, default=470.0, help="stop training this long after the start")
     ap.add_argument("--final-piece", action="store_true",
                     help="decay the learning rate linearly to min_lr_frac over this piece's time budget")
@@ -191,7 +217,10 @@ def main():
     worker.start()
     dev_pool = FeaturePool(cfg.frontend, dev, max_seconds=30.0)
     dev_pool.add_manifest(os.path.join(dev_dir, "manifest.jsonl"))
-    pool = FeaturePool(cfg.frontend, dev, max_seconds=tc["max_seconds"], vtlp=tc.get("vtlp", True))
+    gpu_ch = tc.get("gpu_channel")
+    pool = FeaturePool(cfg.frontend, dev, max_seconds=tc["max_seconds"], vtlp=tc.get("vtlp", True),
+                       keep_waves=bool(gpu_ch) and dev.type == "cuda")
+    channel = GpuChannel(gpu_ch, cfg.frontend.sample_rate, dev) if pool.waves is not None else None
     if ck:
         # the resumed model on this piece's dev set: the figure the piece must beat
         res, _ = evaluate(model, dev_pool)
@@ -221,11 +250,17 @@ def main():
         log(a.out, {"event": "norm", "mean0": float(mean[0]), "std0": float(std[0])})
 
     opt = torch.optim.AdamW(model.parameters(), lr=tc["lr"], betas=(0.9, 0.98), weight_decay=tc["weight_decay"])
+    fill = 0
+    if a.resume_opt:
+        load_opt(a.resume_opt, opt, dev)
+        log(a.out, {"event": "opt_resumed", "path": a.resume_opt})
+    elif ck:
+        fill = tc.get("fill_steps", 0)       # AdamW's moments from zero: fill them before moving
     durations = list(cfg.big_blank_durations)
     step, piece_step = step0, 0
     deadline = T0 + a.budget_s
     last_ckpt = time.time()
-    loss_acc, n_acc, t_acc, bad = 0.0, 0, time.time(), 0
+    loss_acc, n_acc, t_acc, bad, prep_s = 0.0, 0, time.time(), 0, 0.0
     mean = model.frontend.mean.detach()
     use_graphs = dev.type == "cuda" and not a.no_cuda_graphs
 
@@ -238,6 +273,7 @@ def main():
         log(a.out, {"event": "buckets", "shapes": pool.bucket_shapes(tc["max_frames"], tc["max_cells"],
                                                                      cfg.subsampling, a.t_quant)})
     done = False
+    too_big = set()          # batch shapes whose step ran out of device memory: left out from then on
     t_train0 = time.time()
     while not done:
         if use_graphs:
@@ -250,7 +286,9 @@ def main():
             if time.time() > deadline:
                 done = True
                 break
-            warm = min(1.0, (piece_step + 1) / tc["warmup"])
+            if shape is not None and shape in too_big:
+                continue
+            warm = 0.0 if piece_step < fill else min(1.0, (piece_step - fill + 1) / tc["warmup"])
             if a.final_piece:
                 # last piece: linear decay over the piece's time budget, down to min_lr_frac
                 prog = min(1.0, (time.time() - t_train0) / max(deadline - t_train0, 1.0))
@@ -262,10 +300,29 @@ def main():
                 g["lr"] = lr
             if use_graphs:
                 # one fixed shape per length bucket; forward + loss + backward replayed as a CUDA graph
-                feats, flen, labels, ulen, weight = pool.collate_to(idx, shape)
+                tp = time.perf_counter()
+                try:
+                    feats, flen, labels, ulen, weight = pool.collate_to(idx, shape, channel, rng)
+                except RuntimeError as e:      # e.g. out of memory: go on with the pooled features
+                    log(a.out, {"event": "channel_failed", "why": repr(e)[:300]})
+                    channel = None
+                    feats, flen, labels, ulen, weight = pool.collate_to(idx, shape)
                 if step >= tc["specaug_from"]:
                     feats = spec_augment(feats, flen, mean, rng, tc["specaug"])
-                loss = gstep(feats, flen, labels, ulen, weight)
+                prep_s += time.perf_counter() - tp
+                try:
+                    loss = gstep(feats, flen, labels, ulen, weight)
+                except RuntimeError as e:
+                    if "out of memory" not in str(e):
+                        raise
+                    # piece 9: the 17th shape's first (eager) step found 51 GiB held by the graphs'
+                    # pool and the kept samples; leave that shape out instead of ending the piece
+                    too_big.add(shape)
+                    del feats, flen, labels, ulen, weight
+                    torch.cuda.empty_cache()
+                    log(a.out, {"event": "shape_out_of_memory", "shape": list(shape), "left_out": len(too_big),
+                                "allocated_gib": round(torch.cuda.memory_allocated() / 2 ** 30, 2)})
+                    continue
                 gn = torch.nn.utils.clip_grad_norm_(model.parameters(), tc["clip"])
                 if not bool(torch.isfinite(loss) & torch.isfinite(gn)):     # the step's one sync
                     bad += 1
@@ -294,21 +351,23 @@ def main():
             if step % tc["log_every"] == 0:
                 log(a.out, {"step": step, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
                             "batch": len(idx), "steps_per_s": round(n_acc / (time.time() - t_acc), 2),
-                            "bad": bad, "gnorm": round(float(gn), 2),
+                            "bad": bad, "gnorm": round(float(gn), 2), "prep_ms": round(1000 * prep_s / n_acc, 1),
                             **({"replays": gstep.replays, "eager": gstep.eager, "graphs": len(gstep.graphs),
                                 "capture_s": round(gstep.capture_s, 1)} if gstep else {})})
-                loss_acc, n_acc, t_acc = 0.0, 0, time.time()
+                loss_acc, n_acc, t_acc, prep_s = 0.0, 0, time.time(), 0.0
             if step % tc["eval_every"] == 0:
                 res, _ = evaluate(model, dev_pool)
                 log(a.out, dict(res, step=step, event="dev"))
             if time.time() - last_ckpt > tc["ckpt_every_s"]:
                 save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
+                save_opt(os.path.join(a.out, "opt.pt"), opt)
                 last_ckpt = time.time()
             if step % 25 == 0 and take_new_shards(block=False):
                 break                                   # new data: draw a fresh batch order over all of it
     stop.set()
     stop_synth()
     save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
+    save_opt(os.path.join(a.out, "opt.pt"), opt)
     res, pairs = evaluate(model, dev_pool)
     log(a.out, dict(res, step=step, event="dev_final"))
     with open(os.path.join(a.out, "dev_hyps.jsonl"), "w") as f:

@@ -1,5 +1,5 @@
-# Sourced by tests/gpu/device-run.sh and tests/gpu/device-daemon.sh on the GPU machine, after `steps`
-# is set: the output folder, step selection, the time budget and the shared-library path.
+# Sourced by the tests/gpu/device-*.sh scripts on the GPU machine, after `steps` is set: the output
+# folder, step selection, the time budget, the pack and the shared-library path.
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 has() { [[ ",$steps," == *",$1,"* ]]; }
@@ -21,4 +21,14 @@ use_libs() {
     d=$(python3 -c "import nvidia.$m as x; print(list(x.__path__)[0] + '/lib')" 2>/dev/null) && [ -d "$d" ] && libdirs=$libdirs:$d
   done
   export LD_LIBRARY_PATH=$libdirs:${LD_LIBRARY_PATH:-}
+}
+
+# open_pack PACK DIR PYMODULE...: the pack into DIR (unpack), B=DIR/bin (its programs), and the library
+# path: DIR/lib first (use_libs DIR/lib PYMODULE...)
+open_pack() {
+  local pack=$1 dir=$2
+  shift 2
+  unpack "$pack" "$dir"
+  B=$dir/bin
+  use_libs "$dir/lib" "$@"
 }

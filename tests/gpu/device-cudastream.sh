@@ -11,9 +11,7 @@ set -u
 steps=${1:-env,tests,memcheck,server,load}
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
-unpack "$H/pack.tar.xz" /tmp/cs
-B=/tmp/cs/bin
-use_libs /tmp/cs/lib cublas cuda_runtime cufft
+open_pack "$H/pack.tar.xz" /tmp/cs cublas cuda_runtime cufft
 export RNNT_TEST_DATA=$PWD/tests/data
 M=$PWD/models/en-char-small
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$H"/whl/*.whl && export PYTHONPATH=/tmp/site

@@ -22,9 +22,7 @@ set -u
 steps=${1:-cli,suite,load,cpuload}
 source tests/gpu/device-common.sh
 DD=${DD:-/tmp/dd}  # another DD lets two runs of this script share a machine
-unpack ${PACK:-.gpu/daemon/pack.tar.xz} $DD  # PACK: a smaller pack with only the programs a step needs
-B=$DD/bin
-use_libs $DD/lib cublas cuda_runtime
+open_pack ${PACK:-.gpu/daemon/pack.tar.xz} $DD cublas cuda_runtime  # PACK: a smaller pack with only the programs a step needs
 for b in $B/*; do ldd $b | grep -i "not found"; done
 M=models/en-char-small
 G=$PWD/tests/data/golden

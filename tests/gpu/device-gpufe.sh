@@ -16,9 +16,7 @@ set -u
 steps=${1:-env,test,kernels,bench,engine,daemon,mlperf,memcheck}
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
-unpack "$H/pack.tar.xz" /tmp/gf
-B=/tmp/gf/bin
-use_libs /tmp/gf/lib cudnn cublas cuda_runtime cufft
+open_pack "$H/pack.tar.xz" /tmp/gf cudnn cublas cuda_runtime cufft
 if ldd $B/test_cuda_frontend | grep -q "libcufft.*not found"; then  # look wherever a wheel or toolkit put it
   lib=$(find / -xdev -name 'libcufft.so.12*' 2>/dev/null | head -1)
   [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH && echo "cuFFT from $lib"

@@ -13,15 +13,14 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 steps=${1:-tokens}
 source "$here/device-common.sh"
-unpack "$here/pack.tar.xz" /tmp/imp
-use_libs /tmp/imp/lib cublas cuda_runtime
+open_pack "$here/pack.tar.xz" /tmp/imp cublas cuda_runtime
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if has tokens; then
 cd "$here/data"
 files=$(python3 -c "import json; d=json.load(open('transcripts.json'))['utterances']; print(' '.join(u['wav'].split('/')[-1] for u in d.values()))")
 for prec in fp32 fp16; do
   log "cuda $prec"
-  /tmp/imp/bin/rnnt-transcribe --model mlperf --backend cuda --precision $prec --format json $(for f in $files; do echo audio/$f; done) \
+  $B/rnnt-transcribe --model mlperf --backend cuda --precision $prec --format json $(for f in $files; do echo audio/$f; done) \
     > "$OUT/mlperf-cuda-$prec.jsonl" 2> "$OUT/mlperf-cuda-$prec.err"; echo "rc $?"
   python3 - "$OUT/mlperf-cuda-$prec.jsonl" <<'PY'
 import json, sys
@@ -66,7 +65,7 @@ if has bench; then
   for act in soft hard; do
     for prec in fp16 fp32; do
       log "bench_engine $act $prec"
-      timeout $(tmo 40) /tmp/imp/bin/bench_engine /tmp/mlperf-$act --backend cuda --precision $prec --batches 1,256 \
+      timeout $(tmo 40) $B/bench_engine /tmp/mlperf-$act --backend cuda --precision $prec --batches 1,256 \
           --seconds 3 --reps 3 --extras 0 > "$OUT/bench-$act-$prec.log" 2>&1; echo "exit $?"
       grep -E "^\| [0-9]|^model|^Engine" "$OUT/bench-$act-$prec.log" | cut -c1-240
     done

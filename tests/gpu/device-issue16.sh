@@ -15,9 +15,7 @@ set -u
 steps=${1:-env,model,tests,sanitize,engine}
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
-unpack "$H/pack.tar.xz" /tmp/gh
-B=/tmp/gh/bin
-use_libs /tmp/gh/lib cudnn cublas cuda_runtime
+open_pack "$H/pack.tar.xz" /tmp/gh cudnn cublas cuda_runtime
 export RNNT_TEST_DATA=$PWD/tests/data
 MODEL=/tmp/mlperf
 M=models/en-char-small

@@ -8,9 +8,7 @@
 set -u
 steps=${1:-env,model,tests,lab,encoder,engine,sanitize,ncu}
 source tests/gpu/device-common.sh
-unpack .gpu/cuda-backend/pack.tar.xz /tmp/cb
-B=/tmp/cb/bin
-use_libs /tmp/cb/lib cudnn cublas cuda_runtime   # cuDNN for bench_encoder's comparison
+open_pack .gpu/cuda-backend/pack.tar.xz /tmp/cb cudnn cublas cuda_runtime   # cuDNN for bench_encoder's comparison
 export RNNT_TEST_DATA=$PWD/tests/data
 
 if has env; then

@@ -26,6 +26,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -246,28 +247,29 @@ class Daemon:
                                      {k: v for k, v in m.items() if "flight" in k or "pending" in k})
             time.sleep(0.02)
 
+    def sole_connection(self, timeout=10):
+        """A keep-alive socket that the daemon counts as its only open connection (/metrics on it says
+        rnntd_connections 1): the connections of earlier requests, which their clients closed a moment
+        ago, no longer hold a slot. Connection-cap tests start from it."""
+        c = self.conn(5)
+        end = time.monotonic() + timeout * SLOW
+        try:
+            while True:
+                c.request("GET", "/metrics")  # reconnects by itself after a 503 that closed it
+                r = c.getresponse()
+                m = re.search(rb"(?m)^rnntd_connections (\d+)$", r.read())
+                if r.status == 200 and m and int(m.group(1)) == 1 and c.sock is not None:
+                    s, c.sock = c.sock, None
+                    return s
+                if time.monotonic() > end:
+                    raise AssertionError("the daemon still counts other connections: %s" % (m and m.group(0)))
+                time.sleep(0.02)
+        finally:
+            c.close()
+
     def raw(self, data, read_timeout=5, close_write=False):
         """Sends raw bytes, returns whatever comes back before the server closes or the timeout."""
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5 * SLOW)
-        try:
-            s.sendall(data)
-            if close_write:
-                s.shutdown(socket.SHUT_WR)
-            s.settimeout(read_timeout * SLOW)
-            got = b""
-            while True:
-                try:
-                    d = s.recv(65536)
-                except socket.timeout:
-                    break
-                except ConnectionResetError:
-                    break
-                if not d:
-                    break
-                got += d
-            return got
-        finally:
-            s.close()
+        return exchange(self.port, data, read_timeout, close_write)[0]
 
     def send_signal(self, sig):
         self.proc.send_signal(sig)
@@ -290,6 +292,87 @@ class Daemon:
             self.proc.kill()
             self.proc.wait(10)
         self.logf.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def recv_to_close(s):
+    """Everything the server sends on socket s until it closes the connection (within s's timeout)."""
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return got
+        got += d
+
+
+def exchange(port, data, read_timeout=3.0, close_write=False):
+    """Sends data on a new connection (then shuts down our side with close_write), reads until the
+    server closes or read_timeout passes (scaled by SLOW). Returns (bytes received, closed by the
+    server, seconds from the send to the close or the timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
+    t0 = time.monotonic()
+    try:
+        s.sendall(data)
+        if close_write:
+            s.shutdown(socket.SHUT_WR)
+        s.settimeout(read_timeout * SLOW)
+        got, closed = b"", False
+        while True:
+            try:
+                d = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                closed = True
+                break
+            if not d:
+                closed = True
+                break
+            got += d
+        return got, closed, time.monotonic() - t0
+    finally:
+        s.close()
+
+
+class NotifySocket:
+    """A fake systemd NOTIFY_SOCKET (an AF_UNIX datagram socket in a temporary folder): a thread collects
+    what the daemon sends, as (monotonic time, text). Pass .path as Daemon(notify_socket=...)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rnntd-notify-")
+        self.path = os.path.join(self.dir, "notify.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.05)
+        self.msgs = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while not self.stop.is_set():
+            try:
+                self.msgs.append((time.monotonic(), self.sock.recv(4096).decode()))
+            except socket.timeout:
+                pass
+            except OSError:
+                return
+
+    def wait_for(self, text, timeout=30):
+        """The first message that contains text, waiting up to timeout (scaled by SLOW)."""
+        end = time.monotonic() + timeout * SLOW
+        while True:
+            for _, m in list(self.msgs):
+                if text in m:
+                    return m
+            if time.monotonic() > end:
+                raise AssertionError("no notify message with %r in %s" % (text, [m for _, m in self.msgs]))
+            time.sleep(0.01)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -337,6 +420,36 @@ class DaemonTest(unittest.TestCase):
             errors = [l for l in log.splitlines() if "level=error" in l]
             if errors:
                 raise AssertionError("rnntd logged errors:\n" + "\n".join(errors[:20]))
+
+    def open_served(self, n):
+        """n keep-alive connections, each known to be accepted (a request answered on it); the first is
+        the daemon's only open one then, so no connection of an earlier test holds one of the slots."""
+        socks = [self.d.sole_connection()]
+        try:
+            for _ in range(n - 1):
+                s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5 * SLOW)
+                socks.append(s)
+                s.sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        return socks
+
+    def wait_served(self, timeout=5):
+        """Once the client has closed its connections, the daemon sees it within moments and new
+        connections are served again (not refused with 503 too_many_connections): waits for that."""
+        end = time.monotonic() + timeout * SLOW
+        while True:
+            try:
+                st = self.d.request("GET", "/health/live", headers={"Connection": "close"}, timeout=5)[0]
+            except OSError as e:
+                st = repr(e)
+            if st == 200 or time.monotonic() > end:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st, 200)
 
     def assertError(self, status, headers, body, want_status, want_code=None):
         """The one error shape, with the right status."""

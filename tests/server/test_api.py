@@ -7,7 +7,7 @@ import time
 import unittest
 
 from harness import (BACKEND, GOLDEN, MODEL, SLOW, read_safetensors, Daemon, DaemonTest, cli_transcripts, json_body, model_info, npy_bytes, readb,
-                     random_features, read_npy, sample_files, split_response)
+                     random_features, read_npy, recv_to_close, sample_files, split_response)
 
 
 def make_inputs(dim, tmpdir, lengths=(1, 7, 40, 133, 301), seed=1):
@@ -154,12 +154,7 @@ class Api(DaemonTest):
                 if k % 50 == 0:
                     time.sleep(0.01)
             s.sendall(b"0\r\n\r\n")
-            got = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                got += d
+            got = recv_to_close(s)
             s.close()
             st, hd, data = split_response(got)
             self.assertEqual(st, 200, data)

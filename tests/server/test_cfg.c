@@ -196,6 +196,45 @@ static void test_bad_values(void **st)
     expect_err("model:\n  path: \"a\\tb\"\n", "t.yaml:2:9: model.path: control character in the value");
 }
 
+/* model.devices: auto, a flow or block sequence, or (flags) comma-separated text; each error positioned. */
+static void test_device_list(void **st)
+{
+    (void)st;
+    cfg c;
+    char err[512] = "", buf[CFG_VALUE_MAX];
+    const cfg_key *k = cfg_find("model.devices");
+    assert_non_null(k);
+    assert_int_equal(load(&c, "", err, sizeof err), 0);
+    assert_int_equal(c.devices.n, 0);
+    cfg_format_value(&c, k, buf, sizeof buf);
+    assert_string_equal(buf, "auto");
+    assert_int_equal(load(&c, "model:\n  devices: [0, 0, 3]\n", err, sizeof err), 0);
+    assert_int_equal(c.devices.n, 3);
+    assert_int_equal(c.devices.v[2], 3);
+    cfg_format_value(&c, k, buf, sizeof buf);
+    assert_string_equal(buf, "[0, 0, 3]");
+    cfg d;
+    assert_int_equal(load(&d, "model:\n  devices:\n    - 0\n    - 0\n    - 3\n", err, sizeof err), 0);
+    assert_int_equal(memcmp(&c.devices, &d.devices, sizeof c.devices), 0);
+    const char *which = NULL;
+    cfg_defaults(&d);
+    assert_int_equal(cfg_restart_keys_equal(&c, &d, &which), 0); /* restart-only */
+    assert_string_equal(which, "model.devices");
+    assert_int_equal(cfg_set(&d, "model.devices", "1,2", err, sizeof err), 0);
+    assert_true(d.devices.n == 2 && d.devices.v[0] == 1 && d.devices.v[1] == 2);
+    assert_int_equal(cfg_set(&d, "model.devices", "[0, 0, 3]", err, sizeof err), 0);
+    assert_int_equal(memcmp(&c.devices, &d.devices, sizeof c.devices), 0);
+    assert_int_equal(cfg_set(&d, "model.devices", "auto", err, sizeof err), 0);
+    assert_int_equal(d.devices.n, 0);
+    assert_int_equal(cfg_set(&d, "model.devices", "1,,2", err, sizeof err), -1);
+    expect_err("model:\n  devices: []\n", "t.yaml:2:12: model.devices: an empty list (write auto for every device)");
+    expect_err("model:\n  devices: [0, -1]\n", "t.yaml:2:16: model.devices: -1 is out of range [0, 63]");
+    expect_err("model:\n  devices: [0, \"1\"]\n", "t.yaml:2:16: model.devices: each entry must be an integer");
+    expect_err("model:\n  devices: [[0]]\n", "t.yaml:2:13: model.devices: each entry must be an integer");
+    expect_err("model:\n  devices: gpu\n", "t.yaml:2:12: model.devices: expected auto or a list of integers, got \"gpu\"");
+    expect_err("model:\n  device: 0\n", "t.yaml:2:3: model.device: unknown key");
+}
+
 static void test_syntax_errors(void **st)
 {
     (void)st;
@@ -332,7 +371,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_keys),       cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_syntax_errors),  cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_flags_and_validate), cmocka_unit_test(test_restart_keys),
-        cmocka_unit_test(test_apply_hooks),
+        cmocka_unit_test(test_apply_hooks),    cmocka_unit_test(test_device_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

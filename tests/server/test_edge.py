@@ -12,33 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import SLOW, DaemonTest, json_body, random_features, split_response
-
-
-def exchange(port, data, read_timeout=3.0, chunks=None):
-    """Sends data, reads until the server closes or read_timeout passes.
-    Returns (bytes received, closed by the server, seconds until the close or the timeout)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5 * SLOW)
-    t0 = time.monotonic()
-    try:
-        s.sendall(data)
-        s.settimeout(read_timeout * SLOW)
-        got, closed = b"", False
-        while True:
-            try:
-                d = s.recv(65536)
-            except socket.timeout:
-                break
-            except ConnectionResetError:
-                closed = True
-                break
-            if not d:
-                closed = True
-                break
-            got += d
-        return got, closed, time.monotonic() - t0
-    finally:
-        s.close()
+from harness import SLOW, DaemonTest, exchange, json_body, random_features, recv_to_close, split_response
 
 
 def responses(raw):
@@ -76,26 +50,22 @@ class EdgeBase(DaemonTest):
         self.assertEqual(st, 200, doc)
         self.d.settled_metrics()
 
-    def wait_served(self):
-        """Once the client has closed its connections, the daemon sees it within moments and new
-        connections are served again."""
-        deadline = time.monotonic() + 5 * SLOW
-        while True:
-            raw, _, _ = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            if responses(raw) == [200] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        self.assertEqual(responses(raw), [200])
-
-    def open_served(self, n):
-        """n keep-alive connections, each known to be accepted (one request answered on it)."""
-        socks = []
-        for _ in range(n):
-            s = socket.create_connection(("127.0.0.1", self.d.port), timeout=5 * SLOW)
-            socks.append(s)
-            s.sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
-        return socks
+    def assertCapRefuses(self, n):
+        """With n connections served (the cap), one more gets 503 too_many_connections and Retry-After 1
+        within moments (after its wait for a slot), is closed, and those within the cap still work."""
+        socks = self.open_served(n)
+        try:
+            t0 = time.monotonic()
+            raw, closed, _ = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertErrorClose(raw, closed, 503, "too_many_connections")
+            self.assertEqual(split_response(raw)[1]["retry-after"], "1")
+            self.assertLess(time.monotonic() - t0, 2.0 * SLOW)
+            socks[0].sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            self.assertTrue(socks[0].recv(4096).startswith(b"HTTP/1.1 200"))
+        finally:
+            for s in socks:
+                s.close()
+        self.wait_served()
 
     def post_head(self, extra="", ctype="application/json"):
         return ("POST /v1/transcribe HTTP/1.1\r\nHost: t\r\nContent-Type: %s\r\n%s\r\n" % (ctype, extra)).encode()
@@ -188,12 +158,7 @@ class SlowHeaders(EdgeBase):
             # The head of a second request on the same connection has its own deadline.
             s.sendall(b"GET /health/live HTTP/1.1\r\n")
             t0 = time.monotonic()
-            got = b""
-            while True:
-                d = s.recv(4096)
-                if not d:
-                    break
-                got += d
+            got = recv_to_close(s)
             self.assertEqual(responses(got), [408])
             self.assertGreater(time.monotonic() - t0, 2.5)
         finally:
@@ -205,36 +170,14 @@ class ConnectionCap(EdgeBase):
     config = "server:\n  max_connections: 8\n"
 
     def test_over_the_cap_refused_with_503(self):
-        socks = self.open_served(8)
-        try:
-            t0 = time.monotonic()
-            raw, closed, dt = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertErrorClose(raw, closed, 503, "too_many_connections")
-            self.assertEqual(split_response(raw)[1]["retry-after"], "1")
-            self.assertLess(time.monotonic() - t0, 2.0 * SLOW)
-            # The connections within the cap still work.
-            socks[0].sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertTrue(socks[0].recv(4096).startswith(b"HTTP/1.1 200"))
-        finally:
-            for s in socks:
-                s.close()
-        self.wait_served()
+        self.assertCapRefuses(8)
 
 
 class PerAddressCap(EdgeBase):
     config = "server:\n  max_connections_per_ip: 3\n"
 
     def test_per_address_cap(self):
-        socks = self.open_served(3)
-        try:
-            raw, closed, _ = exchange(self.d.port, b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertErrorClose(raw, closed, 503, "too_many_connections")
-            socks[0].sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-            self.assertTrue(socks[0].recv(4096).startswith(b"HTTP/1.1 200"))
-        finally:
-            for s in socks:
-                s.close()
-        self.wait_served()
+        self.assertCapRefuses(3)
 
 
 class Framing(EdgeBase):

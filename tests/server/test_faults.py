@@ -12,14 +12,14 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 import unittest
 
-from harness import (BACKEND, BIN, MODEL, PRECISION, SLOW, Daemon, json_body, model_info, random_features)
+from harness import (BACKEND, BIN, MODEL, PRECISION, SLOW, Daemon, NotifySocket, json_body, model_info,
+                     random_features)
 
 needs_model = unittest.skipUnless(MODEL and os.path.isdir(MODEL), "no test model (RNNTD_MODEL)")
 
@@ -34,9 +34,16 @@ class FaultTest(unittest.TestCase):
         self.body = json_body(30, self.dim, random_features(30, self.dim, 11))
         self.daemons = []
 
-    def start(self, config="", env=None, model=None, **kw):
-        d = Daemon(MODEL if model is None else model, config, env=env, **kw)
+    def start(self, config="", env=None, model=None, notify=None, **kw):
+        """A daemon whose injected faults (env RNNTD_FAULT) are armed: /health/ready answers 200 a moment
+        before the daemon arms them, so this waits for its notify message that they are."""
+        if notify is None:
+            notify = NotifySocket()
+            self.addCleanup(notify.close)
+        d = Daemon(MODEL if model is None else model, config, env=env, notify_socket=notify.path, **kw)
         self.daemons.append(d)
+        if env and "RNNTD_FAULT" in env:
+            notify.wait_for("STATUS=fault injection armed")
         return d
 
     def tearDown(self):
@@ -92,35 +99,12 @@ class EngineFaults(FaultTest):
 
 @needs_model
 class HungWorker(FaultTest):
-    def notify_socket(self):
-        tmp = tempfile.mkdtemp(prefix="rnntd-wd-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        path = os.path.join(tmp, "notify.sock")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(path)
-        self.addCleanup(sock.close)
-        msgs = []  # (monotonic time, text)
-        stop = threading.Event()
-
-        def reader():
-            sock.settimeout(0.05)
-            while not stop.is_set():
-                try:
-                    msgs.append((time.monotonic(), sock.recv(4096).decode()))
-                except socket.timeout:
-                    pass
-                except OSError:
-                    return
-
-        t = threading.Thread(target=reader, daemon=True)
-        t.start()
-        self.addCleanup(stop.set)
-        return path, msgs
-
     def test_hung_worker_is_given_up_and_watchdog_stops(self):
-        path, msgs = self.notify_socket()
+        notify = NotifySocket()
+        self.addCleanup(notify.close)
+        msgs = notify.msgs  # (monotonic time, text)
         d = self.start("batching:\n  workers: 2\n  worker_deadline_s: 1\n",
-                       env={"RNNTD_FAULT": "worker_hang:1", "WATCHDOG_USEC": "400000"}, notify_socket=path)
+                       env={"RNNTD_FAULT": "worker_hang:1", "WATCHDOG_USEC": "400000"}, notify=notify)
         self.assertIn("msg=\"systemd watchdog\" interval_s=0.400", d.log())
         time.sleep(1.0)
         pings = [t for t, m in msgs if "WATCHDOG=1" in m.split("\n")]

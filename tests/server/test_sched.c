@@ -122,7 +122,7 @@ static void gate(int closed)
  * hold jobs in the queue with a long max_delay to form batches of a known shape. */
 static sched *make(int workers, int max_batch, long long delay_us, int max_queue)
 {
-    sched_params p = {workers, max_batch, delay_us, max_queue, 1, 0, 0};
+    sched_params p = {workers, max_batch, delay_us, max_queue, 1, 0, 0, 1, NULL};
     sched_exec x = {run, NULL, NULL};
     sched *s = NULL;
     assert_int_equal(sched_create(&p, &x, &s), SCHED_OK);
@@ -451,7 +451,7 @@ static void test_stress(void **st)
 static void test_invalid_params(void **st)
 {
     (void)st;
-    sched_params p = {0, 1, 0, 1, 0, 0, 0};
+    sched_params p = {0, 1, 0, 1, 0, 0, 0, 1, NULL};
     sched_exec x = {run, NULL, NULL};
     sched *s = NULL;
     assert_int_equal(sched_create(&p, &x, &s), SCHED_INVALID);
@@ -461,7 +461,7 @@ static void test_invalid_params(void **st)
 static sched *make_policy(int workers, int max_batch, long long delay_us, int max_queue, double max_wait_s,
                           double deadline_s, void (*abandon)(void *, sched_job *, double))
 {
-    sched_params p = {workers, max_batch, delay_us, max_queue, 0, max_wait_s, deadline_s};
+    sched_params p = {workers, max_batch, delay_us, max_queue, 0, max_wait_s, deadline_s, 1, NULL};
     sched_exec x = {run, NULL, abandon};
     sched *s = NULL;
     assert_int_equal(sched_create(&p, &x, &s), SCHED_OK);
@@ -583,7 +583,7 @@ static void test_deadline_abandons_hung_batch(void **st)
     rec_reset();
     g_abandoned = 0;
     atomic_store(&g_hang_gate, 1);
-    sched_params p = {2, 1, 0, 16, 0, 0, 0.2};
+    sched_params p = {2, 1, 0, 16, 0, 0, 0.2, 1, NULL};
     sched_exec x = {run_hang, NULL, abandon_rec};
     sched *s = NULL;
     assert_int_equal(sched_create(&p, &x, &s), SCHED_OK);
