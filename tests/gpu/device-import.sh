@@ -41,15 +41,15 @@ fi
 if has nemo; then
   R=$here/root/tests/data
   log "gpu_test_nemo"
-  ( export RNNT_TEST_DATA=$R RNNT_TEST_BACKEND=cuda; timeout $(tmo 120) /tmp/imp/bin/test_nemo ) > "$OUT/test_nemo.log" 2>&1
+  ( export RNNT_TEST_DATA=$R RNNT_TEST_BACKEND=cuda; timeout $(tmo 120) $B/test_nemo ) > "$OUT/test_nemo.log" 2>&1
   echo "exit $?"; grep -E "clips|PASSED|FAILED|rror" "$OUT/test_nemo.log"
   log "test_cuda_kernels test_layer_norm"
-  ( export RNNT_TEST_ONLY=test_layer_norm; timeout $(tmo 120) /tmp/imp/bin/test_cuda_kernels ) > "$OUT/test_layer_norm.log" 2>&1
+  ( export RNNT_TEST_ONLY=test_layer_norm; timeout $(tmo 120) $B/test_cuda_kernels ) > "$OUT/test_layer_norm.log" 2>&1
   echo "exit $?"; grep -E "layer norm|PASSED|FAILED|rror" "$OUT/test_layer_norm.log"
   log "test_cuda_engine: golden soft_proj_ln, the NeMo conversions"
   for t in test_golden test_extra_models; do
     ( export RNNT_TEST_DATA=$R RNNT_TEST_ONLY=$t RNNT_TEST_GOLDEN=soft_proj_ln \
-        RNNT_GPU_MODELS=$R/nemo/imported/char-plain:$R/nemo/imported/char-multiblank:$R/nemo/imported/bpe-multiblank; timeout $(tmo 200) /tmp/imp/bin/test_cuda_engine ) \
+        RNNT_GPU_MODELS=$R/nemo/imported/char-plain:$R/nemo/imported/char-multiblank:$R/nemo/imported/bpe-multiblank; timeout $(tmo 200) $B/test_cuda_engine ) \
       > "$OUT/test_cuda_engine-$t.log" 2>&1
     echo "$t exit $?"; grep -E "PASSED|FAILED|rror|identical|golden|fp16|model" "$OUT/test_cuda_engine-$t.log" | head -20
   done
