@@ -148,17 +148,26 @@ int rnnt_cuda_available(void)
 #endif
 }
 
-#ifndef RNNT_WITH_CUDA
-/* Without the CUDA backend (kernels/backend_cuda.cu defines these otherwise). */
-int rnnt_cuda_device_count(void) { return 0; }
+int rnnt_cuda_device_count(void)
+{
+#ifdef RNNT_WITH_CUDA
+    return rnnt_backend_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
 int rnnt_cuda_memory(int device, size_t *used, size_t *total)
 {
+#ifdef RNNT_WITH_CUDA
+    return rnnt_backend_cuda_memory(device, used, total);
+#else
     (void)device;
     if (used) *used = 0;
     if (total) *total = 0;
     return -1;
-}
 #endif
+}
 
 rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out, char *err, size_t errlen)
 {

@@ -333,7 +333,7 @@ extern "C" {
 extern const rnnt_backend_ops rnnt_backend_cuda;
 const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, advance, decode_audio};
 
-int rnnt_cuda_device_count(void)
+int rnnt_backend_cuda_device_count(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -343,7 +343,7 @@ int rnnt_cuda_device_count(void)
     return count;
 }
 
-int rnnt_cuda_memory(int device, size_t *used, size_t *total)
+int rnnt_backend_cuda_memory(int device, size_t *used, size_t *total)
 {
     size_t fr = 0, tot = 0;
     if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
