@@ -17,7 +17,7 @@
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
- *   (default)                the cluster loop (a slot per cluster of 16 warps a block; 16 blocks up to 6 slots,
+ *   (default)                the cluster loop (a slot per cluster of 16 warps a block; 16 blocks up to 6 utterances,
  *                            8 blocks up to CU_DEC_AUTO_CLUSTER_MAX = 16), the WHILE graph for larger batches
  *                            (cu_decoder.h)
  *   RNNT_CUDA_DECODE=while   the WHILE graph at every batch size
@@ -336,7 +336,7 @@ extern "C" {
 extern const rnnt_backend_ops rnnt_backend_cuda;
 const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, advance, decode_audio};
 
-int rnnt_cuda_device_count(void)
+int rnnt_backend_cuda_device_count(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -346,7 +346,7 @@ int rnnt_cuda_device_count(void)
     return count;
 }
 
-int rnnt_cuda_memory(int device, size_t *used, size_t *total)
+int rnnt_backend_cuda_memory(int device, size_t *used, size_t *total)
 {
     size_t fr = 0, tot = 0;
     if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {

@@ -398,7 +398,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
-    /* the rule counts the utterances, not the slots (nb is rounded up to 8; the others end at once) */
+    /* the rule counts the utterances, not the slots (nb is rounded up to 8; the others end at once); fp32 too:
+     * the cluster loop's label probabilities are summed in the per-step kernels' warp groups, so its results
+     * are bitwise the graph's in any batch (main's e3a4019 had kept fp32 on the graph before that fix) */
     int auto_cluster = mode == CU_DEC_AUTO && n_live <= CU_DEC_AUTO_CLUSTER_MAX;
     if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
     if (mode == CU_DEC_CLUSTER) {

@@ -11,8 +11,9 @@
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
  * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
  * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), and CU_DEC_AUTO (the default: the cluster loop
- * with one slot per cluster of 16 blocks of 16 warps up to CU_DEC_AUTO_CLUSTER16_MAX slots, of 8 blocks up to
- * CU_DEC_AUTO_CLUSTER_MAX slots, where it fits; the WHILE graph otherwise). All modes give the same results. One thread at a time. */
+ * with one slot per cluster of 16 blocks of 16 warps up to CU_DEC_AUTO_CLUSTER16_MAX utterances, of 8 blocks up
+ * to CU_DEC_AUTO_CLUSTER_MAX, where it fits; the WHILE graph otherwise). All modes give the same results (fp32:
+ * bitwise, label probabilities included; fp16: the same tokens). One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
 
