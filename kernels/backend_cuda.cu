@@ -10,14 +10,26 @@
  *   RNNT_CUDA_PERSIST=0|1    the persistent recurrence kernel (cu_persist.h) off, or on for every fp16
  *                            runner of max_batch <= 64 (CU_PERSIST_MAX_B); default: on for fp16 runners
  *                            of max_batch <= 32 (CU_PERSIST_AUTO_MAX_B), where it measured faster
+ *   RNNT_CUDA_MMA_STEP=1     per-step fp16 layers: each recurrent step one tensor-core kernel with the cell in
+ *                            its epilogue (cu_mma_step.h) instead of a cuBLAS GEMM + the cell kernel (read
+ *                            by cu_encoder_create; off by default)
  *   RNNT_CUDA_FUSED=1        one fused kernel per recurrent step (cu_lstm_step_fused) for runners of
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
+ *   (default)                the cluster loop (16 blocks of 16 warps, a slot per cluster) for batches of up to
+ *                            CU_DEC_AUTO_CLUSTER_MAX (8), the WHILE graph for larger ones (cu_decoder.h)
+ *   RNNT_CUDA_DECODE=while   the WHILE graph at every batch size
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
  *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
  *   RNNT_CUDA_DECODE=fused   the whole decoding loop in one kernel (cu_dec_fused.h); slots per block:
  *                            RNNT_CUDA_DEC_GROUP=1|2|4|8 (default 4)
+ *   RNNT_CUDA_DECODE=cluster the whole decoding loop in one kernel per cluster of blocks, predictor
+ *                            weights in shared memory (cu_dec_cluster, cu_dec_fused.h); blocks per
+ *                            cluster: RNNT_CUDA_DEC_CLUSTER=8|16 (default 8); slots per cluster:
+ *                            RNNT_CUDA_DEC_CLUSTER_G=g (default: the batch spread over the SMs; <= 16);
+ *                            warps per block: RNNT_CUDA_DEC_CLUSTER_WARPS=8|16 (default 8)
+ *   RNNT_CUDA_DEC_TRACE=1    lab: the cluster loop prints the phase clocks of its first cluster to stderr
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
  *   RNNT_CUDA_PRED_ROWS=r     rows the predictor kernels take at once, at most (1, 2, 4, 8; default 4;
  *                            process-wide)
@@ -145,10 +157,16 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *du = getenv("RNNT_CUDA_DECODE_UNROLL");
     if (du && atoi(du) > 0) cu_decoder_set_unroll(b->dec, atoi(du));
     const char *dm = getenv("RNNT_CUDA_DECODE");
-    b->mode = CU_DEC_WHILE;
+    b->mode = CU_DEC_AUTO;
+    if (dm && strcmp(dm, "while") == 0) b->mode = CU_DEC_WHILE;
     if (dm && strcmp(dm, "host") == 0) b->mode = CU_DEC_HOST;
     if (dm && strcmp(dm, "profile") == 0) b->mode = CU_DEC_PROFILE;
     if (dm && strcmp(dm, "fused") == 0) b->mode = CU_DEC_FUSED;
+    if (dm && strcmp(dm, "cluster") == 0) b->mode = CU_DEC_CLUSTER;
+    const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
+    const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
+    cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,
+                           dcg && atoi(dcg) > 0 ? atoi(dcg) : 0);
     const char *dg = getenv("RNNT_CUDA_DEC_GROUP");
     if (dg && atoi(dg) > 0) cu_decoder_set_group(b->dec, atoi(dg));
     b->feats = (const float **)calloc((size_t)p->max_batch, sizeof(float *));

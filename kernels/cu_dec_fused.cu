@@ -2,6 +2,9 @@
 #include "cu_dec_fused.h"
 
 #include <math.h>
+#include <string.h>
+
+#include <cooperative_groups.h>
 
 #include "cu_device.cuh"
 
@@ -35,7 +38,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
 {
     extern __shared__ float hid[]; /* [G][J] */
     __shared__ float wbest[kWarps][G];
-    __shared__ double wsum[kWarps][G]; /* as k_joint_argmax's, for the emitted label's probability */
+    __shared__ float wsum[kWarps][G]; /* as k_joint_argmax's, for the emitted label's probability */
     __shared__ int widx[kWarps][G], wbad[kWarps][G];
     __shared__ int s_live[G], s_emits[G], s_rows[G], s_n, s_any;
     const int base = blockIdx.x * G, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, J = net.J;
@@ -59,12 +62,12 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
         /* logits: warp w takes outputs w, w + kWarps, ...; each output's sum in joint_logit's order, for
          * every slot of the group at once (one weight load serves G slots) */
         float best[G];
-        double sum[G];
+        float sum[G];
         int bi[G], bad[G];
 #pragma unroll
         for (int i = 0; i < G; i++) {
             best[i] = -INFINITY;
-            sum[i] = 0.0;
+            sum[i] = 0.0f;
             bi[i] = net.n_out;
             bad[i] = 0;
         }
@@ -85,11 +88,11 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
                 if (!isfinite(z))
                     bad[i] = 1;
                 else if (z > best[i]) { /* o ascends: a tie keeps the lower index */
-                    if (st.probs) sum[i] = sum[i] * exp((double)best[i] - (double)z) + 1.0;
+                    if (st.probs) sum[i] = sum[i] * expf(best[i] - z) + 1.0f;
                     best[i] = z;
                     bi[i] = o;
                 } else if (st.probs) {
-                    sum[i] += exp((double)z - (double)best[i]);
+                    sum[i] += expf(z - best[i]);
                 }
             }
         }
@@ -102,26 +105,23 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
                 wbad[warp][i] = bad[i];
             }
         __syncthreads();
-        /* argmax across warps (as k_joint_argmax's thread 0), then the rule, per live slot */
-        if (threadIdx.x < G) {
-            int i = threadIdx.x, b = base + i, emits = 0, live = 0;
-            if (s_live[i]) {
-                float bv = -INFINITY;
-                int bo = net.n_out, anybad = 0;
-                for (int w = 0; w < kWarps; w++) {
-                    anybad |= wbad[w][i];
-                    if (widx[w][i] == net.n_out) continue;
-                    if (bo == net.n_out || wbest[w][i] > bv || (wbest[w][i] == bv && widx[w][i] < bo)) {
-                        bv = wbest[w][i];
-                        bo = widx[w][i];
-                    }
+        /* argmax across warps (as k_joint_argmax's warp 0), then the rule: warp i takes slot i */
+        if (warp < G) {
+            int i = warp, b = base + i, emits = 0, live = 0;
+            if (s_live[i]) { /* warp-uniform */
+                int bo, anybad;
+                float bv = best_of_warps(&wbest[0][i], &widx[0][i], &wbad[0][i], G, net.n_out, lane, &bo, &anybad);
+                float p = st.probs ? softmax_of_best_warp(&wbest[0][i], &wsum[0][i], G, lane, bv) : 0.0f;
+                if (lane == 0) {
+                    st.k[b] = (anybad || bo == net.n_out) ? -1 : bo;
+                    if (st.probs && st.k[b] >= 0) st.p[b] = p;
+                    dec_rule_slot(rule, st, b, iter > rule.max_iters, &emits, &live);
                 }
-                st.k[b] = (anybad || bo == net.n_out) ? -1 : bo;
-                if (st.probs && st.k[b] >= 0) st.p[b] = softmax_of_best(&wbest[0][i], &wsum[0][i], kWarps, G, bv);
-                dec_rule_slot(rule, st, b, iter > rule.max_iters, &emits, &live);
             }
-            s_emits[i] = emits;
-            s_live[i] = live;
+            if (lane == 0) {
+                s_emits[i] = emits;
+                s_live[i] = live;
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -198,4 +198,494 @@ rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rn
 #undef RNNT_DF
     CU_TRY_LAUNCH();
     return RNNT_OK;
+}
+
+/* ---------------------------------------------------------------- the cluster loop (cu_dec_cluster) */
+
+namespace {
+
+namespace cg = cooperative_groups;
+constexpr int kCluG = CU_DEC_CLUSTER_MAX_G;
+
+/* What block 0 tells the others before each predictor step: the emitting slots (ascending), every
+ * slot's e and k, and whether the group is done. */
+struct clu_ctl {
+    int n, stop;
+    int rows[kCluG], e[kCluG], k[kCluG];
+};
+
+/* int4 copy of `rows` rows of `n16` 16-byte words each from src(row) into dst (rows back to back). */
+template <typename F>
+__device__ __forceinline__ void clu_copy_rows(int4 *dst, int rows, int n16, F src)
+{
+    for (int x = threadIdx.x; x < rows * n16; x += blockDim.x) {
+        const int4 *s = src(x / n16);
+        dst[x] = s ? s[x % n16] : make_int4(0, 0, 0, 0);
+    }
+}
+
+/* One warp's part of the joint's logits for Q slots (hid rows J apart): outputs warp, warp + kWarps, ...,
+ * each as joint_logit sums it; per slot the warp's best finite logit, its output, the sum of exp(z - best)
+ * and whether any was not finite, written by lane 0 at [q]. Returns Q. */
+template <typename S, int Q, int W>
+__device__ __forceinline__ int clu_logits(const float *hid, int J, const S *wout, int ldw, const float *bout, int n_out,
+                                          int warp, int lane, float *wb, float *ws, int *wi, int *wbad)
+{
+    float best[Q], sum[Q];
+    int bi[Q], bad[Q];
+#pragma unroll
+    for (int q = 0; q < Q; q++) best[q] = -INFINITY, sum[q] = 0.0f, bi[q] = n_out, bad[q] = 0;
+    for (int o = warp; o < n_out; o += W) {
+        const S *wr = wout + (size_t)o * ldw;
+        float s[Q];
+#pragma unroll
+        for (int q = 0; q < Q; q++) s[q] = 0.0f;
+        for (int j = lane; j < J; j += 32) {
+            float wv = cu_ld(&wr[j]);
+#pragma unroll
+            for (int q = 0; q < Q; q++) s[q] = fmaf(wv, hid[q * J + j], s[q]);
+        }
+        float bo = bout[o];
+#pragma unroll
+        for (int q = 0; q < Q; q++) {
+            float z = __fadd_rn(warp_sum(s[q]), bo);
+            if (!isfinite(z))
+                bad[q] = 1;
+            else if (z > best[q]) { /* o ascends: a tie keeps the lower index */
+                sum[q] = sum[q] * expf(best[q] - z) + 1.0f;
+                best[q] = z;
+                bi[q] = o;
+            } else {
+                sum[q] += expf(z - best[q]);
+            }
+        }
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int q = 0; q < Q; q++) wb[q] = best[q], ws[q] = sum[q], wi[q] = bi[q], wbad[q] = bad[q];
+    return Q;
+}
+
+template <typename S>
+__device__ __forceinline__ const S *clu_at(const unsigned char *sm, size_t off) { return (const S *)(sm + off); }
+
+template <typename S, bool HARD, bool RELU, int W>
+__global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule rule, cu_dec_state st,
+                                                                cu_dec_fused_net net, cu_dec_cluster_plan pl)
+{
+    static_assert(W == 8 || W == 16, "W warps; units and outputs go to other blocks in groups of W");
+    cg::cluster_group cl = cg::this_cluster();
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ clu_ctl ctl;
+    __shared__ int s_t[kCluG], s_lab[kCluG], s_tenc[kCluG], s_ntok[kCluG], s_e[kCluG], s_status[kCluG], s_steps[kCluG],
+        s_skip[kCluG], s_done[kCluG], s_k[kCluG], s_emits[kCluG];
+    __shared__ float s_p[kCluG];
+    __shared__ float wbest[W][kCluG], wsum[W][kCluG];
+    __shared__ int widx[W][kCluG], wbad[W][kCluG];
+    const int C = pl.C, G = pl.G, rank = (int)cl.block_rank(), base = (int)(blockIdx.x / C) * G;
+    const int ng = min(G, nb - base), warp = threadIdx.x >> 5, lane = threadIdx.x & 31, J = net.J;
+    const int fstride = *net.fstride_dev;
+    float *hid = (float *)(sm + pl.o_hid), *gps = (float *)(sm + pl.o_gp);
+    const int n16 = 16 / (int)sizeof(S);
+    /* phase clocks (pl.trace, RNNT_CUDA_DEC_TRACE: thread 0 of blocks 0 and 1 of the first cluster) */
+    const bool tr = pl.trace && blockIdx.x < 2 && threadIdx.x == 0;
+    long long tr_c[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, tr_last = tr ? clock64() : 0, tr_joint = 0, tr_pred = 0;
+#define CLU_T(k)                                  \
+    do {                                          \
+        if (tr) {                                 \
+            long long now_ = clock64();           \
+            tr_c[k] += now_ - tr_last;            \
+            tr_last = now_;                       \
+        }                                         \
+    } while (0)
+
+    /* weights of this block's units and outputs into shared memory (row u * 4 + g: w_ih then w_hh) */
+    for (int l = 0; l < net.n_pred; l++) {
+        const cu_dec_fused_layer &L = net.L[l];
+        float *bs = (float *)(sm + pl.o_b[l]); /* the units' gate biases: row u * 4 + g */
+        for (int x = threadIdx.x; x < pl.U[l] * 4; x += blockDim.x) {
+            int u = x >> 2, g = x & 3, j = ((u / W) * C + rank) * W + u % W;
+            bs[x] = j < L.H ? L.bias[g * L.H + j] : 0.0f;
+        }
+        int wi16 = L.ld_ih / n16, wh16 = L.ld_hh / n16;
+        for (int x = threadIdx.x; x < pl.U[l] * 4 * (wi16 + wh16); x += blockDim.x) {
+            int r = x / (wi16 + wh16), w = x % (wi16 + wh16);
+            int u = r >> 2, g = r & 3, j = ((u / W) * C + rank) * W + u % W;
+            if (j >= L.H) continue;
+            const int4 *src = w < wi16 ? (const int4 *)((const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih) + w
+                                       : (const int4 *)((const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh) + (w - wi16);
+            ((int4 *)(sm + pl.o_w[l]))[x] = *src;
+        }
+    }
+    for (int u = threadIdx.x; u < pl.P; u += blockDim.x) {
+        int o = ((u / W) * C + rank) * W + u % W;
+        ((float *)(sm + pl.o_jb))[u] = o < J ? net.jb[o] : 0.0f;
+    }
+    for (int o = threadIdx.x; o < net.n_out; o += blockDim.x) ((float *)(sm + pl.o_bout))[o] = net.bout[o];
+    clu_copy_rows((int4 *)(sm + pl.o_proj), pl.P, net.ldwp / n16, [&](int u) -> const int4 * {
+            int o = ((u / W) * C + rank) * W + u % W;
+            return o < J ? (const int4 *)((const S *)net.wp + (size_t)o * net.ldwp) : NULL;
+        });
+    if (rank == 0)
+        clu_copy_rows((int4 *)(sm + pl.o_wout), net.n_out, net.ldw / n16,
+                      [&](int o) { return (const int4 *)((const S *)net.wout + (size_t)o * net.ldw); });
+    clu_copy_rows((int4 *)(sm + pl.o_emb), pl.V + 1, net.ld_emb / n16,
+                      [&](int v) { return (const int4 *)((const S *)net.emb + (size_t)v * net.ld_emb); });
+    /* the state after the predictor's start step: h (at parity e & 1) of every slot in every block, c of
+     * this block's units, gp and the decoder scalars in block 0 */
+    for (int l = 0; l < net.n_pred; l++) {
+        const cu_dec_fused_layer &L = net.L[l];
+        S *hb = (S *)(sm + pl.o_h[l]);
+        for (int x = threadIdx.x; x < ng * L.ldh; x += blockDim.x) {
+            int i = x / L.ldh, q = x % L.ldh, b = base + i, par = st.e[b] & 1;
+            hb[((size_t)par * G + i) * L.ldh + q] = ((const S *)L.h)[(size_t)par * L.hpar + (size_t)b * L.ldh + q];
+        }
+        float *cs = (float *)(sm + pl.o_c[l]);
+        for (int x = threadIdx.x; x < ng * pl.U[l]; x += blockDim.x) {
+            int i = x / pl.U[l], u = x % pl.U[l], j = ((u / W) * C + rank) * W + u % W;
+            cs[x] = j < L.H ? L.c[(size_t)(base + i) * L.ldc + j] : 0.0f;
+        }
+    }
+    if (rank == 0) {
+        for (int x = threadIdx.x; x < ng * J; x += blockDim.x)
+            gps[(size_t)(x / J) * pl.ldgs + x % J] = net.gp[(size_t)(base + x / J) * net.ldg + x % J];
+        for (int i = threadIdx.x; i < ng; i += blockDim.x) {
+            int b = base + i;
+            s_t[i] = st.t[b], s_lab[i] = st.labels[b], s_tenc[i] = st.t_enc[b], s_ntok[i] = st.n_tok[b];
+            s_e[i] = st.e[b], s_status[i] = st.status[b], s_steps[i] = st.steps[b], s_skip[i] = st.skipped[b];
+            s_done[i] = st.done[b], s_k[i] = st.k[b], s_p[i] = 0.0f;
+        }
+    }
+    cu_dec_state lst = st; /* block 0's view: the scalars in shared memory, slot i = base + i */
+    lst.t = s_t, lst.labels = s_lab, lst.t_enc = s_tenc, lst.n_tok = s_ntok, lst.e = s_e, lst.status = s_status;
+    lst.steps = s_steps, lst.skipped = s_skip, lst.done = s_done, lst.k = s_k, lst.p = s_p;
+    lst.tokens = st.tokens + (size_t)base * st.cap, lst.frames = st.frames + (size_t)base * st.cap;
+    lst.probs = st.probs ? st.probs + (size_t)base * st.cap : NULL;
+    const S *wout_s = clu_at<S>(sm, pl.o_wout);
+    const float *bout_s = (const float *)(sm + pl.o_bout);
+    cl.sync(); /* every block has started: shared memory may be written across the cluster */
+    CLU_T(9);
+
+    for (int iter = 1;;) {
+        if (rank == 0) {
+            /* joint, argmax and rule of the live slots until one emits or none is live */
+            for (;;) {
+                for (int x = threadIdx.x; x < ng * J; x += blockDim.x) {
+                    int i = x / J, j = x % J;
+                    if (s_done[i]) continue;
+                    const float *f = net.fproj + ((size_t)(base + i) * fstride + s_t[i]) * net.ldf;
+                    hid[x] = joint_act<RELU>(__fadd_rn(f[j], gps[(size_t)i * pl.ldgs + j]));
+                }
+                __syncthreads();
+                for (int i0 = 0; i0 < ng;) /* 4 slots at a time while 4 are left, then one */
+                    if (ng - i0 >= 4)
+                        i0 += clu_logits<S, 4, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
+                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
+                    else
+                        i0 += clu_logits<S, 1, W>(hid + (size_t)i0 * J, J, wout_s, net.ldw, bout_s, net.n_out, warp, lane,
+                                               &wbest[warp][i0], &wsum[warp][i0], &widx[warp][i0], &wbad[warp][i0]);
+                CLU_T(0);
+                __syncthreads();
+                for (int i = warp; i < ng; i += W) {
+                    int emits = 0, live = 0;
+                    if (!s_done[i]) { /* warp-uniform */
+                        int bo, anybad;
+                        float bv = best_of_warps<W>(&wbest[0][i], &widx[0][i], &wbad[0][i], kCluG, net.n_out, lane, &bo, &anybad);
+                        float p = softmax_of_best_warp<W>(&wbest[0][i], &wsum[0][i], kCluG, lane, bv);
+                        if (lane == 0) {
+                            s_k[i] = (anybad || bo == net.n_out) ? -1 : bo;
+                            s_p[i] = s_k[i] >= 0 ? p : 0.0f;
+                            dec_rule_slot(rule, lst, i, iter > rule.max_iters, &emits, &live);
+                        }
+                    }
+                    if (lane == 0) s_emits[i] = emits;
+                }
+                CLU_T(1);
+                __syncthreads();
+                if (warp == 0) {
+                    unsigned em = __ballot_sync(0xffffffffu, lane < ng && s_emits[lane]);
+                    unsigned lv = __ballot_sync(0xffffffffu, lane < ng && !s_done[lane]);
+                    if (lane < ng && s_emits[lane]) ctl.rows[__popc(em & ((1u << lane) - 1u))] = lane;
+                    if (lane < ng) ctl.e[lane] = s_e[lane], ctl.k[lane] = s_k[lane];
+                    if (lane == 0) ctl.n = __popc(em), ctl.stop = lv == 0u;
+                }
+                __syncthreads();
+                iter++;
+                if (tr) tr_joint++;
+                if (ctl.n > 0 || ctl.stop) break;
+            }
+            /* to the other blocks */
+            const int words = (int)(sizeof(clu_ctl) / sizeof(int));
+            for (int x = threadIdx.x; x < (C - 1) * words; x += blockDim.x) {
+                int *dst = (int *)cl.map_shared_rank((void *)&ctl, 1 + x / words);
+                dst[x % words] = ((const int *)&ctl)[x % words];
+            }
+        }
+        CLU_T(3);
+        cl.sync();
+        CLU_T(4);
+        if (ctl.stop) break;
+        const int n = ctl.n;
+        if (tr) tr_pred++;
+        /* the predictor step of the emitters, layer by layer: this block's units, h to every block */
+        for (int l = 0; l < net.n_pred; l++) {
+            const cu_dec_fused_layer &L = net.L[l];
+            const S *hb = clu_at<S>(sm, pl.o_h[l]);
+            float *cs = (float *)(sm + pl.o_c[l]);
+            const int rowlen = L.ld_ih + L.ld_hh;
+            for (int u = warp; u < pl.U[l]; u += W) {
+                int j = ((u / W) * C + rank) * W + warp;
+                if (j >= L.H) break; /* warp-uniform; later u only larger */
+                const S *wi[4], *wh[4];
+#pragma unroll
+                for (int g = 0; g < 4; g++) {
+                    wi[g] = clu_at<S>(sm, pl.o_w[l]) + (size_t)(u * 4 + g) * rowlen;
+                    wh[g] = wi[g] + L.ld_ih;
+                }
+                float bias[4];
+#pragma unroll
+                for (int g = 0; g < 4; g++) bias[g] = ((const float *)(sm + pl.o_b[l]))[u * 4 + g];
+                for (int r0 = 0; r0 < n; r0 += 4) {
+                    const int nr = min(4, n - r0);
+                    const S *x[4], *hold[4];
+                    int is[4];
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        int i = ctl.rows[r0 + min(q, nr - 1)], e = ctl.e[i];
+                        is[q] = i;
+                        if (l == 0)
+                            x[q] = clu_at<S>(sm, pl.o_emb) + (size_t)ctl.k[i] * net.ld_emb;
+                        else
+                            x[q] = clu_at<S>(sm, pl.o_h[l - 1]) + ((size_t)(e & 1) * G + i) * net.L[l - 1].ldh;
+                        hold[q] = hb + ((size_t)((e - 1) & 1) * G + i) * L.ldh;
+                    }
+                    float acc[4][4];
+                    if (nr == 1)
+                        lstm_unit_dot<S, 1>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                    else
+                        lstm_unit_dot<S, 4>(x, hold, L.I, L.H, wi, wh, lane, acc);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        if (q >= nr) break;
+                        float a[4];
+#pragma unroll
+                        for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[q][g]), bias[g]);
+                        int i = is[q];
+                        float *cp = cs + (size_t)i * pl.U[l] + u;
+                        float cn, hn;
+                        lstm_cell<HARD>(a, *cp, &cn, &hn);
+                        __syncwarp();
+                        if (lane == 0) {
+                            *cp = cn;
+                            cu_st(&((S *)(sm + pl.o_stage))[(size_t)i * pl.U[l] + u], hn);
+                        }
+                    }
+                }
+            }
+            /* the new h to every block in one burst of 16-byte stores (units u = W m + w are h[j0 + w],
+             * j0 = W (m C + rank); a 16-byte piece past the padded row (ldh, a multiple of 8) is not sent) */
+            __syncthreads();
+            {
+                const int e16 = 16 / (int)sizeof(S), per = W / e16, groups = pl.U[l] / W, total = n * groups * per * C;
+                for (int x = threadIdx.x; x < total; x += blockDim.x) {
+                    int k = x % per, m = (x / per) % groups, r = (x / per / groups) % C, row = x / per / groups / C;
+                    int i = ctl.rows[row], j0 = (m * C + rank) * W;
+                    if (j0 >= L.H || j0 + k * e16 >= L.ldh) continue;
+                    const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.U[l] + m * W) * sizeof(S)) + k;
+                    int4 *dst = (int4 *)cl.map_shared_rank(
+                                    (void *)(sm + pl.o_h[l] + (((size_t)(ctl.e[i] & 1) * G + i) * L.ldh + j0) * sizeof(S)), r) + k;
+                    *dst = *src;
+                }
+            }
+            CLU_T(5);
+            cl.sync(); /* the next layer (or the projection) reads every block's new h */
+            CLU_T(6);
+        }
+        /* the joint's predictor projection of the emitters: this block's outputs, to block 0 */
+        {
+            const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
+            const S *hb = clu_at<S>(sm, pl.o_h[net.n_pred - 1]);
+            float *pst = (float *)(sm + pl.o_stage);
+            for (int u = warp; u < pl.P; u += W) {
+                int o = ((u / W) * C + rank) * W + warp;
+                if (o >= J) break;
+                const S *wr = clu_at<S>(sm, pl.o_proj) + (size_t)u * net.ldwp;
+                float bo = ((const float *)(sm + pl.o_jb))[u];
+                for (int r0 = 0; r0 < n; r0 += 4) {
+                    const int nr = min(4, n - r0);
+                    const S *g[4];
+                    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        int i = ctl.rows[r0 + min(q, nr - 1)];
+                        g[q] = hb + ((size_t)(ctl.e[i] & 1) * G + i) * T.ldh;
+                    }
+                    for (int q2 = lane; q2 < T.H; q2 += 32) {
+                        float wv = cu_ld(&wr[q2]);
+#pragma unroll
+                        for (int q = 0; q < 4; q++) s[q] = fmaf(wv, cu_ld(&g[q][q2]), s[q]);
+                    }
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        float v = warp_sum(s[q]);
+                        if (lane == 0 && q < nr) pst[(size_t)ctl.rows[r0 + q] * pl.P + u] = __fadd_rn(v, bo);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* this block's gp outputs to block 0 in one burst (as h above) */
+        {
+            const int per = W / 4, groups = pl.P / W, total = n * groups * per;
+            for (int x = threadIdx.x; x < total; x += blockDim.x) {
+                int k = x % per, m = (x / per) % groups, row = x / per / groups;
+                int i = ctl.rows[row], o0 = (m * C + rank) * W;
+                if (o0 >= J || o0 + k * 4 >= pl.ldgs) continue;
+                const int4 *src = (const int4 *)(sm + pl.o_stage + ((size_t)i * pl.P + m * W) * 4) + k;
+                int4 *dst = (int4 *)cl.map_shared_rank((void *)(gps + (size_t)i * pl.ldgs + o0), 0) + k;
+                *dst = *src;
+            }
+        }
+        CLU_T(7);
+        cl.sync(); /* block 0's next joint reads gp; ctl may be rewritten */
+        CLU_T(8);
+    }
+    if (tr) {
+        long long *o = pl.trace + blockIdx.x * 16;
+        for (int k = 0; k < 10; k++) o[k] = tr_c[k];
+        o[10] = tr_joint, o[11] = tr_pred;
+    }
+#undef CLU_T
+    if (rank == 0)
+        for (int i = threadIdx.x; i < ng; i += blockDim.x) {
+            int b = base + i;
+            st.t[b] = s_t[i], st.labels[b] = s_lab[i], st.n_tok[b] = s_ntok[i], st.e[b] = s_e[i];
+            st.status[b] = s_status[i], st.steps[b] = s_steps[i], st.skipped[b] = s_skip[i], st.done[b] = s_done[i];
+            st.k[b] = s_k[i];
+        }
+}
+
+template <typename S, bool HARD, bool RELU, int W>
+rnnt_status launch_cluster(cudaStream_t stream, int nb, const cu_dec_cluster_plan *pl, cu_dec_rule rule,
+                           cu_dec_state st, const cu_dec_fused_net *net, char *err, size_t errlen)
+{
+    auto kern = k_dec_cluster<S, HARD, RELU, W>;
+    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
+    if (pl->C > 8) CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)pl->C;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(pl->clusters * pl->C));
+    cfg.blockDim = dim3(W * 32);
+    cfg.dynamicSmemBytes = pl->smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CU_TRY(cudaLaunchKernelEx(&cfg, kern, nb, rule, st, *net, *pl));
+    return RNNT_OK;
+}
+
+} // namespace
+
+int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int warps,
+                             int slots, cu_dec_cluster_plan *pl, const char **why)
+{
+    memset(pl, 0, sizeof *pl);
+    *why = NULL;
+    int dev = 0, sms = 0, optin = 0, clus = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ||
+        cudaDeviceGetAttribute(&clus, cudaDevAttrClusterLaunch, dev)) {
+        cudaGetLastError();
+        *why = "device attributes unavailable";
+        return 0;
+    }
+    if (!clus) {
+        *why = "the device has no thread-block clusters";
+        return 0;
+    }
+    if (net->n_pred < 1 || net->n_pred > CU_DEC_FUSED_MAX_PRED) {
+        *why = "predictor depth";
+        return 0;
+    }
+    const int C = cluster >= 16 ? 16 : 8, W = warps >= 16 ? 16 : 8;
+    pl->W = W;
+    const size_t esz = dt == CU_F16 ? 2 : 4;
+    int per = sms / C > 0 ? sms / C : 1; /* clusters that run at once, about */
+    int G = slots > 0 ? slots : (nb + per - 1) / per;
+    G = G < 1 ? 1 : G > CU_DEC_CLUSTER_MAX_G ? CU_DEC_CLUSTER_MAX_G : G;
+    pl->C = C, pl->G = G, pl->clusters = (nb + G - 1) / G, pl->V = V;
+    size_t off = 0, limit = (size_t)optin - 6 * 1024; /* the kernel's static shared memory */
+#define TAKE(o, bytes) (off = (off + 15) & ~(size_t)15, (o) = off, off += (bytes))
+    TAKE(pl->o_hid, (size_t)G * net->J * 4);
+    pl->ldgs = (net->J + 7) / 8 * 8;
+    TAKE(pl->o_gp, (size_t)G * pl->ldgs * 4);
+    for (int l = 0; l < net->n_pred; l++) {
+        const cu_dec_fused_layer *L = &net->L[l];
+        pl->U[l] = (L->H + C * W - 1) / (C * W) * W;
+        TAKE(pl->o_h[l], 2 * (size_t)G * L->ldh * esz);
+        TAKE(pl->o_c[l], (size_t)G * pl->U[l] * 4);
+    }
+    pl->P = (net->J + C * W - 1) / (C * W) * W;
+    size_t stage = (size_t)G * pl->P * 4;
+    for (int l = 0; l < net->n_pred; l++)
+        if ((size_t)G * pl->U[l] * esz > stage) stage = (size_t)G * pl->U[l] * esz;
+    TAKE(pl->o_stage, stage);
+    if (off > limit) {
+        *why = "the state does not fit in shared memory";
+        return 0;
+    }
+    /* every weight and bias the loop reads, in shared memory: the layers' units, the projection's
+     * outputs, the output layer and the embedding (loads from global memory after each cluster barrier
+     * missed L1 and cost an L2 round trip per unit and output: kernels/dev/NOTES.md) */
+    int aligned = (net->ldwp * esz) % 16 == 0 && (net->ldw * esz) % 16 == 0 && (net->ld_emb * esz) % 16 == 0;
+    for (int l = 0; l < net->n_pred; l++) {
+        const cu_dec_fused_layer *L = &net->L[l];
+        aligned = aligned && (L->ld_ih * esz) % 16 == 0 && (L->ld_hh * esz) % 16 == 0;
+        TAKE(pl->o_w[l], (size_t)pl->U[l] * 4 * (L->ld_ih + L->ld_hh) * esz);
+        TAKE(pl->o_b[l], (size_t)pl->U[l] * 4 * 4);
+    }
+    TAKE(pl->o_proj, (size_t)pl->P * net->ldwp * esz);
+    TAKE(pl->o_jb, (size_t)pl->P * 4);
+    TAKE(pl->o_wout, (size_t)net->n_out * net->ldw * esz);
+    TAKE(pl->o_bout, (size_t)net->n_out * 4);
+    TAKE(pl->o_emb, (size_t)(V + 1) * net->ld_emb * esz);
+    if (!aligned) {
+        *why = "weight rows not 16-byte multiples";
+        return 0;
+    }
+    if (off > limit) {
+        *why = "the predictor and joint weights do not fit in the cluster's shared memory";
+        return 0;
+    }
+#undef TAKE
+    pl->smem = (off + 15) & ~(size_t)15;
+    return 1;
+}
+
+rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                           const cu_dec_cluster_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
+                           char *err, size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
+#define RNNT_DC_W(S, W)                                                                                  \
+    do {                                                                                                 \
+        if (hard)                                                                                        \
+            return relu ? launch_cluster<S, true, true, W>(stream, nb, pl, rule, st, net, err, errlen)   \
+                        : launch_cluster<S, true, false, W>(stream, nb, pl, rule, st, net, err, errlen); \
+        return relu ? launch_cluster<S, false, true, W>(stream, nb, pl, rule, st, net, err, errlen)      \
+                    : launch_cluster<S, false, false, W>(stream, nb, pl, rule, st, net, err, errlen);    \
+    } while (0)
+#define RNNT_DC(S)                       \
+    do {                                 \
+        if (pl->W == 16) RNNT_DC_W(S, 16); \
+        RNNT_DC_W(S, 8);                 \
+    } while (0)
+    if (dt == CU_F16) RNNT_DC(__half);
+    RNNT_DC(float);
+#undef RNNT_DC_W
+#undef RNNT_DC
 }

@@ -54,4 +54,34 @@ int cu_dec_fused_group(const cu_dec_fused_net *net, int group);
 rnnt_status cu_dec_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb, int group,
                          cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net, char *err, size_t errlen);
 
+/* The same loop with a thread-block cluster of C blocks (8, or 16 where the device allows it) per group
+ * of G slots (issue 16 §3): the predictor's units and the joint projection's outputs are split across
+ * the cluster's blocks, whose rows of the weights (and biases) stay in shared memory for the whole
+ * loop (a net whose rows do not fit is not run: use 16 blocks, or the WHILE loop); block 0 runs the joint, argmax and rule of the group with the decoder state in shared memory
+ * and tells the others which slots emitted; each block's new h (and gp) goes to the blocks that read it
+ * through distributed shared memory, one cluster barrier per layer and one after the projection. Steps
+ * without an emitter involve block 0 alone. Every sum in the per-step kernels' order (lstm_unit_dot,
+ * joint_logit's order), so the bits of the WHILE loop. */
+#define CU_DEC_CLUSTER_MAX_G 16
+typedef struct {
+    int C, G, clusters, W;                /* blocks per cluster, slots per cluster, clusters, warps per block */
+    size_t smem;                          /* dynamic shared memory per block */
+    size_t o_hid, o_gp, o_wout, o_bout, o_emb, o_proj, o_jb, o_stage; /* byte offsets in it */
+    int ldgs;                             /* row stride of block 0's gp rows (floats, a multiple of 8) */
+    size_t o_w[CU_DEC_FUSED_MAX_PRED], o_b[CU_DEC_FUSED_MAX_PRED], o_h[CU_DEC_FUSED_MAX_PRED], o_c[CU_DEC_FUSED_MAX_PRED];
+    int U[CU_DEC_FUSED_MAX_PRED];         /* unit slots per block and layer (a multiple of the warps) */
+    int P;                                /* projection rows per block */
+    int V;                                /* embedding rows - 1 */
+    long long *trace;                     /* NULL, or [2][16] device words: phase clocks of blocks 0 and 1 */
+} cu_dec_cluster_plan;
+
+/* The plan for nb slots with clusters of `cluster` blocks (8 or 16) of `warps` warps (8 or 16) and `slots` slots each (0: enough
+ * clusters to cover the SMs, at most CU_DEC_CLUSTER_MAX_G slots each); 0 when this net or device cannot
+ * run it (then *why says so). */
+int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int warps,
+                             int slots, cu_dec_cluster_plan *pl, const char **why);
+rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                           const cu_dec_cluster_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
+                           char *err, size_t errlen);
+
 #endif

@@ -3,6 +3,7 @@
 
 #include "cu_dec_fused.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,7 @@ struct cu_decoder {
     int n_graphs;
     int unroll;          /* decoding steps per WHILE iteration */
     int group;           /* slots per block of the fused loop */
+    int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
     cudaEvent_t ev[4];
 };
 
@@ -187,6 +189,8 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->forced = CU_DEC_WHILE;
     d->unroll = CU_DEC_UNROLL_DEFAULT;
     d->group = CU_DEC_GROUP_DEFAULT;
+    d->cluster = 8;
+    d->cluster_w = 8;
     *out = d;
     return RNNT_OK;
 }
@@ -381,6 +385,12 @@ static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *
 }
 
 void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
+void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
+{
+    d->cluster = cluster >= 16 ? 16 : 8;
+    d->cluster_w = warps >= 16 ? 16 : 8;
+    d->cluster_g = slots < 0 ? 0 : slots;
+}
 
 rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t_enc_dev,
                            const int *fstride_dev, const float *fproj, cu_dec_profile *prof, char *err,
@@ -388,6 +398,45 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
+    int auto_cluster = mode == CU_DEC_AUTO && nb <= CU_DEC_AUTO_CLUSTER_MAX;
+    if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
+    if (mode == CU_DEC_CLUSTER) {
+        cu_dec_fused_net net;
+        fused_net(d, fstride_dev, fproj, &net);
+        cu_dec_cluster_plan pl;
+        const char *why = NULL;
+        if (cu_dec_cluster_plan_make(&net, d->w->dt, d->w->V, nb, auto_cluster ? 16 : d->cluster,
+                                     auto_cluster ? 16 : d->cluster_w, auto_cluster ? 1 : d->cluster_g, &pl, &why)) {
+            RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of the first cluster */
+            long long *tdev = NULL;
+            if (tv && *tv == '1') {
+                CU_TRY(cudaMalloc((void **)&tdev, 32 * sizeof(long long)));
+                CU_TRY(cudaMemsetAsync(tdev, 0, 32 * sizeof(long long), d->s));
+                pl.trace = tdev;
+            }
+            RNNT_TRY(cu_dec_cluster(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, err,
+                                    errlen));
+            if (tdev) {
+                long long h[32];
+                CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
+                CU_TRY(cudaStreamSynchronize(d->s));
+                cudaFree(tdev);
+                static const char *ph[10] = {"joint", "rule", "-", "push", "bcast-wait", "layer", "layer-wait",
+                                             "proj", "proj-wait", "init"};
+                for (int r = 0; r < 2; r++) {
+                    fprintf(stderr, "dec_cluster nb %d C %d G %d smem %zu block %d: joint steps %lld, pred steps %lld;", nb,
+                            pl.C, pl.G, pl.smem, r, h[r * 16 + 10], h[r * 16 + 11]);
+                    for (int k = 0; k < 10; k++)
+                        if (k != 2) fprintf(stderr, " %s %.1f", ph[k], h[r * 16 + k] / 1000.0);
+                    fprintf(stderr, " (kcycles)\n");
+                }
+            }
+            return enqueue_results(d, nb, err, errlen);
+        }
+        d->note = why; /* a static string: why the cluster loop cannot run; the WHILE graph instead */
+        mode = CU_DEC_WHILE;
+    }
     if (mode == CU_DEC_FUSED) {
         cu_dec_fused_net net;
         fused_net(d, fstride_dev, fproj, &net);

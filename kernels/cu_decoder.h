@@ -9,14 +9,22 @@
  * checks for the end every `poll` steps: the fallback when conditional nodes are unavailable), and
  * CU_DEC_PROFILE (host loop with events around each phase: the time split, at the cost of a sync per
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
- * functions). All modes give the same results. One thread at a time. */
+ * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
+ * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), and CU_DEC_AUTO (the default: the cluster loop
+ * with 16 blocks of 16 warps and one slot per cluster for batches of up to CU_DEC_AUTO_CLUSTER_MAX slots,
+ * where it fits; the WHILE graph otherwise). All modes give the same results. One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
 
 #include "cu_kernels.h"
 #include "cu_weights.h"
 
-typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3 } cu_dec_mode;
+typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3, CU_DEC_CLUSTER = 4,
+               CU_DEC_AUTO = 5 } cu_dec_mode;
+/* CU_DEC_AUTO's cluster-loop bound: at batch 1 the cluster loop (16 x 16) took 1.93 ms against the WHILE
+ * graph's 4.15 ms on the shipped model, at 32 8.20 against 7.56 (H100, tests/gpu/results/
+ * h100-2026-11-24-s3-decode/); up to the bound each slot has a cluster of its own (8 x 16 blocks <= the SMs). */
+#define CU_DEC_AUTO_CLUSTER_MAX 8
 
 typedef struct cu_decoder cu_decoder;
 
@@ -49,6 +57,10 @@ void cu_decoder_set_unroll(cu_decoder *d, int unroll);
 /* Slots per block of CU_DEC_FUSED (1, 2, 4 or 8; default CU_DEC_GROUP_DEFAULT; cut to what fits). */
 #define CU_DEC_GROUP_DEFAULT 4
 void cu_decoder_set_group(cu_decoder *d, int group);
+/* Blocks per cluster of CU_DEC_CLUSTER (8, the default, or 16), warps per block (8, the default, or 16)
+ * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
+ * CU_DEC_CLUSTER_MAX_G). */
+void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):

@@ -68,25 +68,17 @@ __device__ __forceinline__ float joint_logit(const S *__restrict__ wr, const flo
  * one-row code, so a batch of one does no padding work. The state pointers (rows, e, k, h, c, gp and
  * the input h) carry no __restrict__: the fused decoding kernel writes them between its own reads, so
  * their loads must not take the non-coherent path. */
-template <typename S, bool HARD, int R>
-__device__ __forceinline__ void pred_layer_rows(int nr, const int *rows, const int *e, const int *k,
-                                                const S *__restrict__ xemb, const S *xh, size_t xpar, int ldx, int I,
-                                                const S *const *wi, const S *const *wh, const float *__restrict__ bias,
-                                                int H, int j, int lane, S *h, size_t hpar, int ldh, float *c, int ldc)
+/* The gate sums of one predictor unit j for R rows: acc[i][g] = w_ih[g H + j] . x[i] + w_hh[g H + j] . hold[i]
+ * as lane-strided partial sums (lane q takes q, q + 32, ...; the input part first), one weight load
+ * per R rows. wi / wh: the unit's four gate rows (global or shared memory). */
+template <typename S, int R>
+__device__ __forceinline__ void lstm_unit_dot(const S *const *x, const S *const *hold, int I, int H, const S *const *wi,
+                                              const S *const *wh, int lane, float (*acc)[4])
 {
-    int bs[R], ebs[R];
-    const S *x[R], *hold[R];
-    float acc[R][4];
 #pragma unroll
-    for (int i = 0; i < R; i++) {
-        int b = rows[min(i, nr - 1)], eb = e[b];
-        bs[i] = b;
-        ebs[i] = eb;
-        x[i] = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
-        hold[i] = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
+    for (int i = 0; i < R; i++)
 #pragma unroll
         for (int g = 0; g < 4; g++) acc[i][g] = 0.0f;
-    }
     for (int q = lane; q < I; q += 32) {
         float wv[4];
 #pragma unroll
@@ -109,6 +101,26 @@ __device__ __forceinline__ void pred_layer_rows(int nr, const int *rows, const i
             for (int g = 0; g < 4; g++) acc[i][g] = fmaf(wv[g], hv, acc[i][g]);
         }
     }
+}
+
+template <typename S, bool HARD, int R>
+__device__ __forceinline__ void pred_layer_rows(int nr, const int *rows, const int *e, const int *k,
+                                                const S *__restrict__ xemb, const S *xh, size_t xpar, int ldx, int I,
+                                                const S *const *wi, const S *const *wh, const float *__restrict__ bias,
+                                                int H, int j, int lane, S *h, size_t hpar, int ldh, float *c, int ldc)
+{
+    int bs[R], ebs[R];
+    const S *x[R], *hold[R];
+    float acc[R][4];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        int b = rows[min(i, nr - 1)], eb = e[b];
+        bs[i] = b;
+        ebs[i] = eb;
+        x[i] = xemb ? xemb + (size_t)k[b] * ldx : xh + (size_t)(eb & 1) * xpar + (size_t)b * ldx;
+        hold[i] = h + (size_t)((eb - 1) & 1) * hpar + (size_t)b * ldh;
+    }
+    lstm_unit_dot<S, R>(x, hold, I, H, wi, wh, lane, acc);
 #pragma unroll
     for (int i = 0; i < R; i++) {
         float a[4];
@@ -151,17 +163,45 @@ __device__ __forceinline__ void pred_proj_rows(int nr, const int *rows, const in
     }
 }
 
-/* The softmax probability of the best output from per-warp partials (stride apart: [w * stride]):
- * each warp's largest finite logit wbest[w] and sum of exp(z - wbest[w]) over its finite logits
- * wsum[w] (0 for a warp with none); bv the largest of all. 1 / sum_w wsum[w] exp(wbest[w] - bv). */
-__device__ __forceinline__ float softmax_of_best(const float *wbest, const double *wsum, int warps, int stride, float bv)
+/* The joint's argmax across the kWarps warps' partials (stride apart: [w * stride]): each warp's largest
+ * finite logit wbest[w] at output widx[w] (n_out: none), wbad[w] = it saw a non-finite one. Called by
+ * all 32 lanes of one warp; lane w < kWarps takes warp w's partials and a butterfly over the first
+ * kWarps lanes keeps the largest, a tie to the lower output (the serial loop's choice: the indices are
+ * distinct, so the order is total and every lane ends with the same). Returns the best logit; *bo its
+ * output (n_out when no warp has one), *anybad whether any logit was not finite. */
+template <int WARPS = kWarps>
+__device__ __forceinline__ float best_of_warps(const float *wbest, const int *widx, const int *wbad, int stride, int n_out,
+                                               int lane, int *bo, int *anybad)
 {
-    /* in float: one thread runs this loop on every decoding step, and serial double exps there cost the
-     * greedy loop time; the terms are <= the output count, so float stays within ~1e-7 relative of the
-     * CPU's double sum (the tests allow 1e-4) */
+    static_assert((WARPS & (WARPS - 1)) == 0 && WARPS <= 32, "WARPS: a power of two <= 32");
+    float bv = lane < WARPS ? wbest[lane * stride] : -INFINITY;
+    int bi = lane < WARPS ? widx[lane * stride] : n_out;
+    *anybad = __any_sync(0xffffffffu, lane < WARPS && wbad[lane * stride]);
+#pragma unroll
+    for (int o = WARPS / 2; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (i2 != n_out && (bi == n_out || v2 > bv || (v2 == bv && i2 < bi))) {
+            bv = v2;
+            bi = i2;
+        }
+    }
+    *bo = bi;
+    return bv;
+}
+
+/* The softmax probability of the best output (logit bv) from the warps' partials: wsum[w] the sum of
+ * exp(z - wbest[w]) over warp w's finite logits (0 for none). 1 / sum_w wsum[w] exp(wbest[w] - bv), one
+ * term per lane, summed by a butterfly; all 32 lanes of one warp call it and get the same value. In
+ * float: the terms are <= the output count, so float stays within ~1e-7 relative of the CPU's double
+ * sum (the tests allow 1e-4). */
+template <int WARPS = kWarps>
+__device__ __forceinline__ float softmax_of_best_warp(const float *wbest, const float *wsum, int stride, int lane, float bv)
+{
     float s = 0.0f;
-    for (int w = 0; w < warps; w++)
-        if (wsum[w * stride] > 0.0) s += (float)wsum[w * stride] * expf(wbest[w * stride] - bv);
+    if (lane < WARPS && wsum[lane * stride] > 0.0f) s = wsum[lane * stride] * expf(wbest[lane * stride] - bv);
+#pragma unroll
+    for (int o = WARPS / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return 1.0f / s;
 }
 
@@ -173,6 +213,8 @@ __device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_
 {
     int emits = 0, live = 0;
     int kk = st.k[b], t = st.t[b], T = st.t_enc[b];
+    /* loaded with k, not after the branch: a load there waited a whole L2 round trip per emitted label */
+    float pb = st.probs ? st.p[b] : 0.0f;
     st.steps[b] += 1;
     if (overrun) {
         st.status[b] = 2;
@@ -185,7 +227,7 @@ __device__ __forceinline__ void dec_rule_slot(const cu_dec_rule &rule, const cu_
         if (n < st.cap) {
             st.tokens[(size_t)b * st.cap + n] = kk;
             st.frames[(size_t)b * st.cap + n] = t;
-            if (st.probs) st.probs[(size_t)b * st.cap + n] = st.p[b];
+            if (st.probs) st.probs[(size_t)b * st.cap + n] = pb;
         }
         st.n_tok[b] = n + 1;
         st.e[b] += 1;

@@ -6,6 +6,7 @@
 
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_mma_step.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
 #include "cu_wave.h"
@@ -35,7 +36,8 @@ struct cu_encoder {
     void *hbuf;           /* persistent kernels' scratch (h buffers, control words; zeroed at create) */
     size_t hbuf_bytes;
     int fused_bt;         /* rows of the fused step kernel, 0 = cuBLAS + cell kernel */
-    void *hs2;            /* the fused steps' second h buffer */
+    int mma_step;         /* per-step layers run cu_lstm_mma_step (GEMM + cell in one kernel) */
+    void *hs2;            /* the fused and mma steps' second h buffer */
     /* device */
     void *arena;
     size_t arena_bytes;
@@ -150,6 +152,14 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
             e->persist[l] = (char)cu_persist_fits(w->enc[l].hidden, e->bcap, NULL);
             e->n_persist += e->persist[l];
         }
+    /* The per-step layers' recurrent steps as one tensor-core kernel each (fp16; p->mma_step, else
+     * RNNT_CUDA_MMA_STEP=1; off by default: kernels/dev/NOTES.md, "GEMM + cell in one kernel"). */
+    int want_mma = p->mma_step;
+    if (want_mma == 0) {
+        const char *env = getenv("RNNT_CUDA_MMA_STEP");
+        want_mma = env ? atoi(env) : 0;
+    }
+    e->mma_step = want_mma > 0 && w->dt == CU_F16 && !e->fused_bt && e->n_persist < w->n_enc;
     size_t hb_bytes = e->n_persist ? cu_persist_scratch_bytes(e->bcap, hpmax) : 0;
     /* Pairs of consecutive persistent layers of one size as a layer wavefront (p->wave > 0, or
      * RNNT_CUDA_WAVE=1 when p->wave is 0): layer l + 1 computes its input projection in chunks inside the
@@ -195,7 +205,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     size_t o_wb;
     TAKE(o_wb, wb_bytes);
     size_t o_hs2;
-    TAKE(o_hs2, e->fused_bt ? rec_rows * hpmax * esz : 0);
+    TAKE(o_hs2, e->fused_bt || e->mma_step ? rec_rows * hpmax * esz : 0);
 #undef TAKE
     e->arena_bytes = cu_round_up(off, 256);
     cudaError_t ce = cudaMalloc(&e->arena, e->arena_bytes);
@@ -383,6 +393,26 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
             T /= L->time_stack;
             continue;
         }
+        if (e->mma_step && L->hp <= CU_MMA_MAX_HP) {
+            /* step 0 has no recurrent term (the cell kernel alone); then h ping-pongs between two buffers,
+             * since the blocks of step t still read h_{t-1} while others write h_t */
+            void *hb[2] = {e->hs, e->hs2};
+            for (int t = 0; t < T; t++) {
+                char *yt = (char *)y + (size_t)t * L->hp * esz;
+                const char *xt = (const char *)e->xproj + (size_t)t * L->g4 * esz;
+                if (t == 0)
+                    RNNT_TRY(cu_lstm_pointwise(e->s, w->dt, w->act, nb, H, L->hp, xt, (size_t)T * L->g4, NULL, L->g4, L->bias,
+                                               e->c, L->hp, yt, (size_t)T * L->hp, hb[0], L->hp, len, t, err, errlen));
+                else
+                    RNNT_TRY(cu_lstm_mma_step(e->s, w->act, CU_MMA_TILE_AUTO, nb, H, L->hp, (const __half *)L->w_hh,
+                                              (const __half *)hb[(t - 1) & 1], (__half *)hb[t & 1], (const __half *)xt,
+                                              (size_t)T * L->g4, L->bias, e->c, (__half *)yt, (size_t)T * L->hp, len, t,
+                                              err, errlen));
+            }
+            in = y;
+            T /= L->time_stack;
+            continue;
+        }
         for (int t = 0; t < T; t++) {
             if (t > 0)
                 RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb, 4 * H, L->hp, e->hs, L->hp, L->w_hh, L->hp, e->hproj, 1,
@@ -511,5 +541,6 @@ const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
 int cu_encoder_wave_pairs(const cu_encoder *e) { return e->n_wave; }
 int cu_encoder_fused_steps(const cu_encoder *e) { return e->fused_bt > 0; }
+int cu_encoder_mma_steps(const cu_encoder *e) { return e->mma_step; }
 int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }
 size_t cu_encoder_stage_chunk(const cu_encoder *e) { return cu_stager_chunk(e->stager); }

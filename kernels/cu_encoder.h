@@ -27,6 +27,10 @@ typedef struct {
                         every batch of a runner takes the same path. */
     int wave;        /* 1: pairs of consecutive persistent layers run as one layer wavefront (cu_wave.h);
                         -1 never; 0 (default): only when the environment sets RNNT_CUDA_WAVE=1. */
+    int mma_step;    /* fp16 layers on the per-step path (hp <= CU_MMA_MAX_HP): 1 each step t >= 1 is one
+                        tensor-core kernel with the cell in its epilogue (cu_mma_step.h) instead of a cuBLAS
+                        GEMM + the cell kernel; -1 never; 0 (default): as the environment's
+                        RNNT_CUDA_MMA_STEP=1 says, else off (slower at H = 1024 on the H100). Per encoder. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
@@ -77,6 +81,8 @@ int cu_encoder_persistent_layers(const cu_encoder *e);
 /* Number of layer pairs that run as one layer wavefront (cu_wave.h). */
 int cu_encoder_wave_pairs(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
+/* Whether the per-step layers run cu_lstm_mma_step (cu_mma_step.h). */
+int cu_encoder_mma_steps(const cu_encoder *e);
 /* Staging threads beside the caller, and bytes per staging chunk. */
 int cu_encoder_stage_helpers(const cu_encoder *e);
 size_t cu_encoder_stage_chunk(const cu_encoder *e);

@@ -161,8 +161,7 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
                                float *__restrict__ pout)
 {
     extern __shared__ float hid[]; /* J floats */
-    __shared__ float wbest[kWarps];
-    __shared__ double wsum[kWarps];
+    __shared__ float wbest[kWarps], wsum[kWarps];
     __shared__ int widx[kWarps], wbad[kWarps];
     int b = blockIdx.x;
     if (done && done[b]) return;
@@ -192,24 +191,21 @@ __global__ void k_joint_argmax(int J, int n_out, const float *__restrict__ fproj
     }
     if (lane == 0) {
         wbest[warp] = best;
-        wsum[warp] = (double)sum;
+        wsum[warp] = sum;
         widx[warp] = bi;
         wbad[warp] = bad;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float bv = -INFINITY;
-        int bo = n_out, anybad = 0;
-        for (int w = 0; w < kWarps; w++) {
-            anybad |= wbad[w];
-            if (widx[w] == n_out) continue;
-            if (bo == n_out || wbest[w] > bv || (wbest[w] == bv && widx[w] < bo)) {
-                bv = wbest[w];
-                bo = widx[w];
-            }
+    /* warp 0 combines the warps' partials with shuffles (a serial loop in one thread cost the greedy
+     * loop ~0.2 us per step at batch 1; kernels/dev/NOTES.md) */
+    if (warp == 0) {
+        int bo, anybad;
+        float bv = best_of_warps(wbest, widx, wbad, 1, n_out, lane, &bo, &anybad);
+        float p = pout ? softmax_of_best_warp(wbest, wsum, 1, lane, bv) : 0.0f;
+        if (lane == 0) {
+            kout[b] = (anybad || bo == n_out) ? -1 : bo;
+            if (pout) pout[b] = (anybad || bo == n_out) ? 0.0f : p;
         }
-        kout[b] = (anybad || bo == n_out) ? -1 : bo;
-        if (pout) pout[b] = (anybad || bo == n_out) ? 0.0f : softmax_of_best(wbest, wsum, kWarps, 1, bv);
     }
 }
 

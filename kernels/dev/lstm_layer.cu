@@ -9,6 +9,8 @@
  *   6  variant 3 with tagged h words (no barrier) forced (B <= 16)
  *   7  variant 3 with per-warp arrivals and per-warp spins (no block barrier around the sync)
  *   8  variant 3 with per-warp arrivals, warp 0 spins, one block barrier
+ *   9  per step ONE tensor-core kernel, GEMM + cell in its epilogue (cu_lstm_mma_step, auto tile), graph
+ *  10-12  variant 9 with the tile forced: 8 units x 64 rows, 16 x 64, 16 x 128
  *
  *   lab_lstm_layer [variant]      check every variant (or one) against the CPU reference, then time
  *   lab_lstm_layer V H B T        run variant V once on one shape (for ncu), no check
@@ -26,6 +28,7 @@
 
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_mma_step.h"
 #include "cu_persist.h"
 
 #include "lab_util.h"
@@ -153,6 +156,17 @@ static void run_fused(cudaStream_t s, layer *L)
                               L->dy + (size_t)t * L->hp, (size_t)L->T * L->hp, L->dlen, t, err, errlen));
 }
 
+static void run_mma(cudaStream_t s, layer *L, cu_mma_tile tile)
+{
+    __half *hb[2] = {L->dhs, L->dhs2};
+    RK(cu_lstm_pointwise(s, CU_F16, RNNT_ACT_HARD, L->B, L->H, L->hp, L->dx, (size_t)L->T * L->g4, NULL, L->g4, L->dbias,
+                         L->dc, L->hp, L->dy, (size_t)L->T * L->hp, hb[0], L->hp, L->dlen, 0, err, errlen));
+    for (int t = 1; t < L->T; t++)
+        RK(cu_lstm_mma_step(s, RNNT_ACT_HARD, tile, L->B, L->H, L->hp, L->dw, hb[(t - 1) & 1], hb[t & 1],
+                            L->dx + (size_t)t * L->g4, (size_t)L->T * L->g4, L->dbias, L->dc, L->dy + (size_t)t * L->hp,
+                            (size_t)L->T * L->hp, L->dlen, t, err, errlen));
+}
+
 static void run_persist(cudaStream_t s, layer *L, int sync)
 {
     RK(cu_lstm_persist(s, RNNT_ACT_HARD, L->B, L->T, L->H, L->hp, L->g4, L->dw, L->dbias, L->dx, (size_t)L->T * L->g4,
@@ -182,12 +196,13 @@ struct runner {
 static void run(runner *r, cublasHandle_t blas, cudaStream_t s, layer *L)
 {
     if (r->variant == 1) run_steps(blas, s, L);
-    else if (r->variant == 2 || r->variant == 4) {
+    else if (r->variant == 2 || r->variant == 4 || r->variant >= 9) {
         if (!r->exec) {
             cudaGraph_t g;
             CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
             if (r->variant == 2) run_steps(blas, s, L);
-            else run_fused(s, L);
+            else if (r->variant == 4) run_fused(s, L);
+            else run_mma(s, L, (cu_mma_tile)(r->variant == 9 ? CU_MMA_TILE_AUTO : r->variant - 9));
             CK(cudaStreamEndCapture(s, &g));
             CK(cudaGraphInstantiate(&r->exec, g, 0));
             CK(cudaGraphDestroy(g));
@@ -237,7 +252,9 @@ int main(int argc, char **argv)
     RK(cu_blas_create(s, ws, 32 << 20, &blas, err, errlen));
     static const char *names[] = {"", "steps: cuBLAS + cell kernel", "steps as a CUDA graph", "persistent kernel (auto sync)",
                                   "fused step kernel, graph", "persistent, counter barrier", "persistent, tagged h",
-                                  "persistent, per-warp sync", "persistent, per-warp arrivals, warp 0 spins"};
+                                  "persistent, per-warp sync", "persistent, per-warp arrivals, warp 0 spins",
+                                  "mma step (GEMM + cell), graph", "mma step, tile 8x64", "mma step, tile 16x64",
+                                  "mma step, tile 16x128"};
     if (argc == 5) {
         layer L;
         make(&L, atoi(argv[3]), atoi(argv[4]), atoi(argv[2]));
@@ -249,14 +266,14 @@ int main(int argc, char **argv)
     }
 
     static const int checks[][3] = {{1024, 1, 0}, {1024, 17, 0}, {512, 64, 0}, {100, 3, 0}, {320, 8, 0},
-                                    {1023, 9, 0}, {17, 5, 0}, {63, 16, 0}, {1024, 33, 2}, {256, 1, 2}};
+                                    {1023, 9, 0}, {17, 5, 0}, {63, 16, 0}, {1024, 33, 2}, {256, 1, 2}, {100, 130, 0}};
     int fails = 0;
     for (auto &ck : checks) {
         layer L;
         make(&L, ck[1], 24, ck[0], ck[2]);
         std::vector<float> ref = reference(&L);
         std::vector<__half> first; /* the first persistent variant's output: every other one must equal it bitwise */
-        for (int v = 1; v <= 8; v++) {
+        for (int v = 1; v <= 12; v++) {
             if (only && v != only) continue;
             if (!applies(v, L.H, L.B)) {
                 printf("check H=%d B=%d variant %d: does not apply\n", L.H, L.B, v);
@@ -309,7 +326,7 @@ int main(int argc, char **argv)
         for (int B : Bs) {
             layer L;
             make(&L, B, 300, H);
-            for (int v = 1; v <= 8; v++) {
+            for (int v = 1; v <= 9; v++) {
                 if (only && v != only) continue;
                 if (v == 3) continue; /* AUTO: the same kernel as one of 5, 7, 8 */
                 if (v == 6 && B > 8) continue; /* tagged: slower everywhere (NOTES.md) */
@@ -325,11 +342,12 @@ int main(int argc, char **argv)
     if (!only) {
         /* every row full length (as in bench_encoder): the cost of live rows, without the random lengths */
         printf("\n| H | B (all rows T) | variant | us per step |\n|---|---|---|---|\n");
-        static const int HB[][2] = {{1024, 8}, {1024, 16}, {1024, 32}, {1024, 64}, {512, 64}};
+        static const int HB[][2] = {{1024, 8}, {1024, 16}, {1024, 32}, {1024, 64}, {512, 64}, {1024, 128}, {1024, 256}, {1024, 512}};
         for (auto &hb : HB) {
             layer L;
             make(&L, hb[1], 300, hb[0], 1);
-            for (int v : {2, 5, 7, 8}) {
+            for (int v : {2, 5, 7, 8, 9, 10, 11, 12}) {
+                if (v >= 10 && hb[1] < 32) continue;
                 if (!applies(v, hb[0], hb[1])) continue;
                 float ms = time_variant(v, blas, s, &L);
                 printf("| %d | %d | %d %s | %.2f |\n", hb[0], hb[1], v, names[v], ms * 1e3 / 300);

@@ -9,7 +9,9 @@
  * algorithm, device memory per batch item (our encoder's buffers vs cuDNN's workspace + x + y), and
  * the largest difference between our soft encoder and cuDNN's output (same function, so a check).
  * Our time is the replay of the encoder graph (frontend cast + every layer); the input upload is
- * excluded on both sides. cuDNN's fp32 runs without TF32 (as ours) and, separately, with it. */
+ * excluded on both sides. cuDNN's fp32 runs without TF32 (as ours) and, separately, with it. A second table
+ * times the per-step layers on the GEMM + cell kernel (cu_mma_step.h) with each tile and without
+ * programmatic dependent launch. */
 #include <cudnn.h>
 #include <math.h>
 #include <stdio.h>
@@ -338,6 +340,10 @@ struct ours_result {
     char fused_txt[32];                /* hard with the fused step kernel (max_batch <= 32), or "n/a" */
     float ms_wave;                     /* soft with layer pairs as one wavefront (cu_wave.h), 0 if n/a */
     std::vector<float> y_wave;         /* its output [B][T][H] */
+    float ms_mma[5];                   /* soft, per-step layers on cu_lstm_mma_step: auto tile, tiles 1-3, auto
+                                          tile without programmatic dependent launch; 0 if n/a */
+    std::vector<float> y_mma;          /* the auto tile's output [B][T][H] */
+    int default_mma;                   /* whether the default path runs the mma steps */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
 };
@@ -358,10 +364,21 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     snprintf(r.graph_txt, sizeof r.graph_txt, "n/a");
     r.default_persist = 0;
     r.ms_wave = 0;
-    for (int run = 0; run < 7; run++) {
-        /* 0/1 default hard/soft, 2 soft persistent on, 3 soft persistent off, 4/5 fused hard/soft, 6 soft
-         * wavefront pairs */
-        int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 ? -1 : 0, fused = run == 4 || run == 5;
+    r.default_mma = 0;
+    for (int i = 0; i < 5; i++) r.ms_mma[i] = 0;
+    for (int run = 0; run < 12; run++) {
+        /* 0/1 default hard/soft, 2 soft persistent on, 3 soft per-step cuBLAS GEMM + cell kernel, 4/5 fused
+         * hard/soft, 6 soft wavefront pairs, 7-10 soft per-step mma steps (cu_mma_step.h) with the auto
+         * tile and tiles 1-3 (RNNT_CUDA_MMA_TILE, read when the graph is captured), 11 auto tile with
+         * RNNT_CUDA_MMA_PDL=0 */
+        int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 || run >= 7 ? -1 : 0, fused = run == 4 || run == 5;
+        if (!f16 && run >= 7) continue;
+        char tile_env[8];
+        snprintf(tile_env, sizeof tile_env, "%d", run - 7);
+        if (run >= 8 && run <= 10) setenv("RNNT_CUDA_MMA_TILE", tile_env, 1);
+        else unsetenv("RNNT_CUDA_MMA_TILE");
+        if (run == 11) setenv("RNNT_CUDA_MMA_PDL", "0", 1);
+        else unsetenv("RNNT_CUDA_MMA_PDL");
         cu_weights wa = w; /* shares the device arena; only the activation differs */
         wa.act = soft ? RNNT_ACT_SOFT : RNNT_ACT_HARD;
         cu_encoder_params p;
@@ -372,6 +389,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.persist = persist;
         p.fused = fused;
         p.wave = run == 6 ? 1 : -1;
+        p.mma_step = run >= 7 ? 1 : run == 3 ? -1 : 0;
         cu_encoder *e;
         RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
         if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || ((run == 4 || run == 5) && !cu_encoder_fused_steps(e)) ||
@@ -385,10 +403,11 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         float ms = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
         const cu_encoder_batch *bt = cu_encoder_get_batch(e);
         if (!bt->graphs_on) fprintf(stderr, "warning: our encoder ran without graphs (%s)\n", bt->graph_note ? bt->graph_note : "?");
-        if (run == 1 || run == 6) {
-            std::vector<float> &ys = run == 1 ? r.y_soft : r.y_wave;
+        if (run >= 7) r.ms_mma[run - 7] = ms;
+        if (run == 1 || run == 6 || run == 7) {
+            std::vector<float> &ys = run == 1 ? r.y_soft : run == 6 ? r.y_wave : r.y_mma;
             if (run == 1) r.ms_soft = ms;
-            else r.ms_wave = ms;
+            else if (run == 6) r.ms_wave = ms;
             size_t n = (size_t)bt->nb * bt->t_enc * w.hep;
             std::vector<float> out(n);
             if (f16) {
@@ -405,6 +424,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
             if (run == 1) {
                 r.bytes = cu_encoder_device_bytes(e);
                 r.default_persist = cu_encoder_persistent_layers(e) > 0;
+                r.default_mma = cu_encoder_mma_steps(e);
             }
         } else if (run == 0) {
             r.ms_hard = ms;
@@ -412,6 +432,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
             snprintf(r.persist_txt, sizeof r.persist_txt, "%.3f", ms);
         } else if (run == 3) {
             snprintf(r.graph_txt, sizeof r.graph_txt, "%.3f", ms);
+        } else if (run >= 7) {
         } else if (run == 4) {
             snprintf(r.fused_txt, sizeof r.fused_txt, "%.3f", ms);
         } else {
@@ -420,6 +441,8 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         }
         cu_encoder_free(e);
     }
+    unsetenv("RNNT_CUDA_MMA_TILE");
+    unsetenv("RNNT_CUDA_MMA_PDL");
     /* the input projections alone (all layers), to split the time: GEMM over all steps vs recurrence */
     {
         int chunk = B >= 64 ? 4096 : 1024; /* the encoder's default r_in (cu_encoder.h) */
@@ -493,7 +516,7 @@ int main(int argc, char **argv)
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
            "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
-    std::vector<std::string> notes, waves;
+    std::vector<std::string> notes, waves, mmas;
     for (const shape &sh : shapes) {
         host_model hm;
         make_model(&hm, sh.layers, sh.I, sh.H);
@@ -552,15 +575,30 @@ int main(int argc, char **argv)
                      sh.B, o.ms_soft, o.ms_wave, best.ms, algo_name(best_algo), o.ms_soft / best.ms, o.ms_wave / best.ms, dw);
             waves.push_back(wl);
         }
+        if (o.ms_mma[0] > 0 && best.ok) {
+            double dm = 0;
+            if (ystd.size())
+                for (int b = 0; b < sh.B; b++)
+                    for (int t = 0; t < sh.T; t++)
+                        for (int j = 0; j < sh.H; j++)
+                            dm = std::max(dm, (double)fabsf(o.y_mma[((size_t)b * sh.T + t) * sh.H + j] -
+                                                            ystd[((size_t)t * sh.B + b) * sh.H + j]));
+            double tfm = flop / (o.ms_mma[0] * 1e-3) / 1e12;
+            char ml[480];
+            snprintf(ml, sizeof ml, "| %s | %s | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f (%s) | %.2f | %.1f | %.1f | %.2g |", shp,
+                     sh.f16 ? "fp16" : "fp32", sh.B, o.graph_txt, o.ms_mma[0], o.ms_mma[1], o.ms_mma[2], o.ms_mma[3], o.ms_mma[4], best.ms,
+                     algo_name(best_algo), o.ms_mma[0] / best.ms, tfm, 100.0 * tfm / peak16, dm);
+            mmas.push_back(ml);
+        }
         size_t es = sh.f16 ? 2 : 4;
         double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
         if (best.ok)
             printf("| %s | %s | %d | %s | %.3f | %.3f | %s | %s | %s | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : o.default_mma ? "mma step" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
                    o.ms_hard / best.ms, tf, 100.0 * tf / peak16, o.ms_inproj, o.bytes / (double)sh.B / 1048576.0, cud_mem, diff);
         else
             printf("| %s | %s | %d | %s | %.3f | %.3f | %s | %s | %s | - | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : o.default_mma ? "mma step" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
                    o.bytes / (double)sh.B / 1048576.0);
         fflush(stdout);
         char nb[700];
@@ -578,6 +616,13 @@ int main(int argc, char **argv)
                "default ms | ours wave pairs ms | cuDNN best ms (algo) | default / cuDNN | wave / cuDNN | max abs(wave - cuDNN) |\n"
                "|---|---|---|---|---|---|---|---|---|\n");
         for (auto &l : waves) printf("%s\n", l.c_str());
+    }
+    if (mmas.size()) {
+        printf("\nPer-step layers with the GEMM + cell in one kernel (cu_mma_step.h, encoder param mma_step = 1, persistent "
+               "kernel off), soft, same process:\n| shape | dtype | B | cuBLAS GEMM + cell kernel (graph) ms | mma step, auto tile ms "
+               "| tile 8 units x 64 rows | 16 x 64 | 16 x 128 | auto tile, no PDL | cuDNN best ms (algo) | mma auto / cuDNN | TFLOP/s | %% of fp16 "
+               "peak | max abs(mma - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (auto &l : mmas) printf("%s\n", l.c_str());
     }
     printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
     for (auto &n : notes) printf("  %s\n", n.c_str());

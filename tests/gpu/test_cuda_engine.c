@@ -275,11 +275,15 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
             }
     }
     rnnt_runner_free(r16);
-    /* then staging in chunks of 1000 bytes (utterances split across chunks, a transfer per chunk) by
+    /* the WHILE graph at every batch size (the default runs batches of up to CU_DEC_AUTO_CLUSTER_MAX
+     * slots through the cluster loop), the host loop and the profiled host loop; then staging in chunks of 1000 bytes (utterances split across chunks, a transfer per chunk) by
      * the caller alone and with 3 helper threads; then 1 and 3 decoding steps per WHILE iteration
      * (the default is CU_DEC_UNROLL_DEFAULT); the whole loop in one kernel (cu_dec_fused.h) with the
-     * default group and with 1 and 8 slots per block; the predictor kernels one row at a time */
-    static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "host", NULL, NULL},
+     * default group and with 1 and 8 slots per block; the predictor kernels one row at a time; the loop
+     * in one kernel per cluster of blocks (cu_dec_cluster) with 8 and 16 blocks, 1 (the default
+     * here), 3 and 16 slots per cluster, and 16 warps per block */
+    static const char *modes[][4] = {{"RNNT_CUDA_DECODE", "while", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "host", NULL, NULL},
                                      {"RNNT_CUDA_DECODE", "profile", NULL, NULL},
                                      {"RNNT_CUDA_GRAPHS", "0", NULL, NULL},
                                      {"RNNT_CUDA_MAPPED", "0", NULL, NULL},
@@ -290,8 +294,13 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                                      {"RNNT_CUDA_DECODE", "fused", NULL, NULL},
                                      {"RNNT_CUDA_DECODE", "fused", "RNNT_CUDA_DEC_GROUP", "1"},
                                      {"RNNT_CUDA_DECODE", "fused", "RNNT_CUDA_DEC_GROUP", "8"},
-                                     {"RNNT_CUDA_PRED_ROWS", "1", NULL, NULL}};
-    for (int k = 0; k < 12; k++) {
+                                     {"RNNT_CUDA_PRED_ROWS", "1", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "cluster", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER", "16"},
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "3"},
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "16"},
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_WARPS", "16"}};
+    for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
         char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
         rnnt_runner *rm = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
@@ -304,7 +313,7 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                 fail_msg("%s: %s=%s%s%s%s%s changes utterance %d", dir, modes[k][0], modes[k][1], modes[k][2] ? " " : "",
                          modes[k][2] ? modes[k][2] : "", modes[k][2] ? "=" : "", modes[k][3] ? modes[k][3] : "", i);
             }
-        if (k == 1) { /* the profiled loop fills the time split */
+        if (k == 2) { /* the profiled loop fills the time split */
             rnnt_timing tm;
             rnnt_result one;
             memset(&one, 0, sizeof one);
@@ -318,13 +327,20 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
      * fixed per runner: fp32
      * identical to the CPU (the persistent kernel is fp16-only, its fp32 runner is the default path),
      * fp16 counted against the CPU and bitwise batch-invariant */
-    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED", "RNNT_CUDA_DECODE"};
-    static const char *path_val[] = {"1", "1", "fused"};
-    int samep[3] = {0, 0, 0};
-    for (int k = 0; k < 3; k++) {
+    static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED", "RNNT_CUDA_DECODE", "RNNT_CUDA_DECODE",
+                                  "RNNT_CUDA_DECODE"};
+    static const char *path_val[] = {"1", "1", "fused", "cluster", "cluster"};
+    /* the cluster loop with 5 slots per cluster (a batch of 16 leaves a partial last cluster), and with
+     * 16 warps per block */
+    static const char *path_var2[] = {NULL, NULL, NULL, "RNNT_CUDA_DEC_CLUSTER_G", "RNNT_CUDA_DEC_CLUSTER_WARPS"};
+    static const char *path_g[] = {NULL, NULL, NULL, "5", "16"};
+    int samep[5] = {0, 0, 0, 0, 0};
+    for (int k = 0; k < 5; k++) {
         char *saved = env_push(paths[k], path_val[k]);
+        char *saved_g = path_g[k] ? env_push(path_var2[k], path_g[k]) : NULL;
         rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
         rnnt_runner *rq = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP16, MAX_B, u.max_frames);
+        if (path_g[k]) env_pop(path_var2[k], saved_g);
         env_pop(paths[k], saved);
         decode_order(rp, &u, order, MAX_B, other);
         for (int i = 0; i < u.n; i++)
@@ -332,13 +348,20 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                 describe(paths[k], dir, i, &u, &other[i], &cpu[i]);
                 fail_msg("%s: %s=%s fp32 utterance %d differs from the CPU", dir, paths[k], path_val[k], i);
             }
+        if (k >= 2) /* the fused loops compute the label probabilities themselves */
+            for (int i = 0; i < u.n; i++) {
+                double d = cpu[i].status == RNNT_OK ? probs_diff(&other[i], &cpu[i]) : 0;
+                if (!(d <= PROB_TOL))
+                    fail_msg("%s: %s=%s fp32 utterance %d: token probabilities %.3g from the CPU's (> %g)", dir, paths[k],
+                             path_val[k], i, d, PROB_TOL);
+            }
         decode_order(rq, &u, order, MAX_B, g32); /* g32 is done with: reuse it */
         for (int i = 0; i < u.n; i++) samep[k] += same_tokens(&g32[i], &cpu[i]);
-        if (k == 2) /* the fused loop runs the per-step kernels' arithmetic: the default's bits */
+        if (k >= 2) /* the fused and cluster loops run the per-step kernels' arithmetic: the default's bits */
             for (int i = 0; i < u.n; i++)
                 if (!same_result(&g32[i], &g16[i])) {
                     describe("fused decoding vs WHILE graph", dir, i, &u, &g32[i], &g16[i]);
-                    fail_msg("%s: RNNT_CUDA_DECODE=fused fp16 utterance %d differs from the default loop", dir, i);
+                    fail_msg("%s: RNNT_CUDA_DECODE=%s fp16 utterance %d differs from the default loop", dir, path_val[k], i);
                 }
         decode_shuffled(rq, &u, 3, &seed, other);
         for (int i = 0; i < u.n; i++)
@@ -353,7 +376,7 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     g_fused_same += samep[1];
     printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
            "batch-invariant, token probabilities within %.2g and word confidences within %.2g of the CPU's; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d; "
-           "fused decoding fp32 identical to the CPU, fp16 to the default loop\n",
+           "fused and cluster decoding fp32 identical to the CPU, fp16 to the default loop\n",
            dir, u.n, u.max_frames, labels, steps, skipped, pw, cw, same16, u.n, samep[0], u.n, samep[1], u.n);
     clear_all(cpu, u.n);
     clear_all(g32, u.n);

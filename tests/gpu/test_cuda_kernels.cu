@@ -27,6 +27,7 @@ extern "C" {
 #include "cu_encoder.h"
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_mma_step.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
 #include "cu_weights.h"
@@ -395,49 +396,99 @@ static void test_dec_rule(void **state)
 
 /* ------------------------------------------------------------------ fused recurrent step */
 
+/* One recurrent step's inputs at random, on the host and (rounded to dt) on the device: W_hh [4H][hp] and
+ * h [B][hp] with zero pad columns, x [B][g4], bias, c [B][hp]; len[b] = first_len for row 0 when
+ * first_len > 0, else random in [0, len_mod). Shared by the fused-step and the mma-step checks. */
+typedef struct {
+    int B, H, hp, g4;
+    float *w, *x, *h, *bias, *c;
+    int *len;
+    void *dw, *dx, *dh;
+    float *db, *dc;
+    int *dlen;
+} step_case;
+
+static void step_case_make(step_case *sc, cu_dtype dt, int B, int H, int len_mod, int first_len, uint64_t *seed)
+{
+    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD);
+    sc->B = B, sc->H = H, sc->hp = hp, sc->g4 = g4;
+    sc->w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed);
+    sc->x = host_rand((size_t)B * g4, 3.0f, seed);
+    sc->h = host_rand((size_t)B * hp, 1.0f, seed);
+    sc->bias = host_rand((size_t)4 * H, 0.5f, seed);
+    sc->c = host_rand((size_t)B * hp, 2.0f, seed);
+    for (int r = 0; r < 4 * H; r++)
+        for (int k = H; k < hp; k++) sc->w[(size_t)r * hp + k] = 0.0f;
+    for (int b = 0; b < B; b++)
+        for (int k = H; k < hp; k++) sc->h[(size_t)b * hp + k] = 0.0f;
+    sc->len = (int *)malloc((size_t)B * sizeof(int));
+    for (int b = 0; b < B; b++) sc->len[b] = b == 0 && first_len > 0 ? first_len : (int)(tu_rand_next(seed) % len_mod);
+    sc->dw = dev_put(sc->w, (size_t)4 * H * hp, dt);
+    sc->dx = dev_put(sc->x, (size_t)B * g4, dt);
+    sc->dh = dev_put(sc->h, (size_t)B * hp, dt);
+    sc->db = (float *)dev_put(sc->bias, (size_t)4 * H, CU_F32);
+    sc->dc = (float *)dev_put(sc->c, (size_t)B * hp, CU_F32);
+    CK(cudaMalloc(&sc->dlen, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(sc->dlen, sc->len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+static void step_case_free(step_case *sc)
+{
+    CK(cudaFree(sc->dw));
+    CK(cudaFree(sc->dx));
+    CK(cudaFree(sc->dh));
+    CK(cudaFree(sc->db));
+    CK(cudaFree(sc->dc));
+    CK(cudaFree(sc->dlen));
+    free(sc->w);
+    free(sc->x);
+    free(sc->h);
+    free(sc->bias);
+    free(sc->c);
+    free(sc->len);
+}
+
+/* The CPU twin of step t for row b: pre = (x + bias) + W h (a double sum of the same rounded values; no
+ * W h at t = 0), then rnnt_cpu_lstm_pointwise from c (0 at t = 0): hr, cr [H]; pre [4H] scratch. */
+static void step_case_ref(const step_case *sc, rnnt_lstm_act act, int t, int b, float *pre, float *hr, float *cr)
+{
+    int H = sc->H, hp = sc->hp;
+    for (int r = 0; r < 4 * H; r++) {
+        double sum = 0;
+        if (t > 0)
+            for (int k = 0; k < H; k++) sum += (double)sc->w[(size_t)r * hp + k] * sc->h[(size_t)b * hp + k];
+        pre[r] = (sc->x[(size_t)b * sc->g4 + r] + sc->bias[r]) + (float)sum;
+    }
+    for (int j = 0; j < H; j++) cr[j] = t > 0 ? sc->c[(size_t)b * hp + j] : 0.0f;
+    rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+}
+
 static void check_fused(cu_dtype dt, rnnt_lstm_act act, int B, int H, int t, uint64_t *seed)
 {
-    int hp = (int)cu_round_up(H, CU_PAD), g4 = (int)cu_round_up(4 * H, CU_PAD), bt = cu_step_fused_rows(B);
-    float *w = host_rand((size_t)4 * H * hp, 1.0f / sqrtf((float)H), seed), *x = host_rand((size_t)B * g4, 3.0f, seed);
-    float *h = host_rand((size_t)B * hp, 1.0f, seed), *bias = host_rand((size_t)4 * H, 0.5f, seed);
-    float *c = host_rand((size_t)B * hp, 2.0f, seed);
-    for (int r = 0; r < 4 * H; r++)
-        for (int k = H; k < hp; k++) w[(size_t)r * hp + k] = 0.0f;
-    for (int b = 0; b < B; b++)
-        for (int k = H; k < hp; k++) h[(size_t)b * hp + k] = 0.0f;
-    int *len = (int *)malloc((size_t)B * sizeof(int)), *dlen;
-    for (int b = 0; b < B; b++) len[b] = (int)(tu_rand_next(seed) % 4);
-    void *dw = dev_put(w, (size_t)4 * H * hp, dt), *dx = dev_put(x, (size_t)B * g4, dt), *dh = dev_put(h, (size_t)B * hp, dt);
-    float *db = (float *)dev_put(bias, (size_t)4 * H, CU_F32), *dc = (float *)dev_put(c, (size_t)B * hp, CU_F32);
-    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
-    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    step_case sc;
+    step_case_make(&sc, dt, B, H, 4, 0, seed);
+    int hp = sc.hp, bt = cu_step_fused_rows(B);
     size_t hb = (size_t)B * hp * cu_dtype_size(dt);
     void *dy = dev_poison(hb), *dho = dev_poison(hb);
-    RK(cu_lstm_step_fused(0, dt, act, bt, B, H, hp, dw, dh, dho, dx, (size_t)g4, db, dc, dy, (size_t)hp, dlen, t, err, errlen));
+    RK(cu_lstm_step_fused(0, dt, act, bt, B, H, hp, sc.dw, sc.dh, dho, sc.dx, (size_t)sc.g4, sc.db, sc.dc, dy, (size_t)hp,
+                          sc.dlen, t, err, errlen));
     CK(cudaDeviceSynchronize());
     float *y = (float *)malloc(hb * 4), *ho = (float *)malloc(hb * 4), *cg = (float *)malloc((size_t)B * hp * 4);
     dev_get(y, dy, (size_t)B * hp, dt);
     dev_get(ho, dho, (size_t)B * hp, dt);
-    CK(cudaMemcpy(cg, dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(cg, sc.dc, (size_t)B * hp * 4, cudaMemcpyDeviceToHost));
     float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
     for (int b = 0; b < B; b++) {
         for (int j = H; j < hp; j++)
-            if (y[(size_t)b * hp + j] != 0.0f || (t < len[b] && ho[(size_t)b * hp + j] != 0.0f))
+            if (y[(size_t)b * hp + j] != 0.0f || (t < sc.len[b] && ho[(size_t)b * hp + j] != 0.0f))
                 fail_msg("fused: pad column %d of row %d not zero", j, b);
-        if (t >= len[b]) {
+        if (t >= sc.len[b]) {
             for (int j = 0; j < H; j++)
-                if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &c[(size_t)b * hp + j], 4))
+                if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &sc.c[(size_t)b * hp + j], 4))
                     fail_msg("fused: masked row %d written", b);
             continue;
         }
-        for (int r = 0; r < 4 * H; r++) {
-            double s = 0;
-            if (t > 0)
-                for (int k = 0; k < H; k++) s += (double)w[(size_t)r * hp + k] * h[(size_t)b * hp + k];
-            pre[r] = (x[(size_t)b * g4 + r] + bias[r]) + (float)s;
-        }
-        for (int j = 0; j < H; j++) cr[j] = t > 0 ? c[(size_t)b * hp + j] : 0.0f;
-        rnnt_cpu_lstm_pointwise(act, 1, H, pre, 4 * H, hr, H, cr, H);
+        step_case_ref(&sc, act, t, b, pre, hr, cr);
         for (int j = 0; j < H; j++) {
             float gh = y[(size_t)b * hp + j], gc = cg[(size_t)b * hp + j];
             if (!(fabsf(gh - rnd_dt(hr[j], dt)) <= (dt == CU_F16 ? 2e-3f : 2e-5f)) ||
@@ -446,20 +497,9 @@ static void check_fused(cu_dtype dt, rnnt_lstm_act act, int B, int H, int t, uin
                          act == RNNT_ACT_HARD ? "hard" : "soft", B, H, t, b, j, gh, hr[j], gc, cr[j]);
         }
     }
-    CK(cudaFree(dw));
-    CK(cudaFree(dx));
-    CK(cudaFree(dh));
-    CK(cudaFree(db));
-    CK(cudaFree(dc));
-    CK(cudaFree(dlen));
+    step_case_free(&sc);
     CK(cudaFree(dy));
     CK(cudaFree(dho));
-    free(w);
-    free(x);
-    free(h);
-    free(bias);
-    free(c);
-    free(len);
     free(y);
     free(ho);
     free(cg);
@@ -484,6 +524,110 @@ static void test_fused(void **state)
                         n++;
                     }
     printf("fused recurrent step: %d cases match the GEMM + CPU twin (masking, pads included)\n", n);
+}
+
+/* ------------------------------------------------------------------ recurrent GEMM + cell in one kernel */
+
+/* cu_lstm_mma_step against the CPU twin (step_case_ref), for every tile shape; the three tiles must agree
+ * bitwise, and row r run alone (nb = 1, pointers at row r) must give bitwise the row of the whole batch
+ * (batch invariance). */
+static int check_mma_step(rnnt_lstm_act act, int B, int H, int t, uint64_t *seed)
+{
+    step_case sc;
+    step_case_make(&sc, CU_F16, B, H, t + 3, t + 1, seed);
+    int hp = sc.hp, g4 = sc.g4;
+    size_t hb = (size_t)B * hp * 2, cb = (size_t)B * hp * 4;
+    void *dy = dev_poison(hb), *dho = dev_poison(hb);
+    float *y = (float *)malloc(hb * 2), *ho = (float *)malloc(hb * 2), *cg = (float *)malloc(cb);
+    float *y1 = (float *)malloc(hb * 2), *c1 = (float *)malloc(cb), *h1 = (float *)malloc(hb * 2);
+    float *pre = (float *)malloc((size_t)4 * H * 4), *hr = (float *)malloc((size_t)H * 4), *cr = (float *)malloc((size_t)H * 4);
+    const char *an = act == RNNT_ACT_HARD ? "hard" : "soft";
+    int cases = 0;
+    for (int tile = CU_MMA_TILE_8x64; tile <= CU_MMA_TILE_16x128; tile++) {
+        CK(cudaMemcpy(sc.dc, sc.c, cb, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dy, 0xff, hb));
+        CK(cudaMemset(dho, 0xff, hb));
+        RK(cu_lstm_mma_step(0, act, (cu_mma_tile)tile, B, H, hp, (const __half *)sc.dw, (const __half *)sc.dh, (__half *)dho,
+                            (const __half *)sc.dx, (size_t)g4, sc.db, sc.dc, (__half *)dy, (size_t)hp, sc.dlen, t, err, errlen));
+        CK(cudaDeviceSynchronize());
+        dev_get(y, dy, (size_t)B * hp, CU_F16);
+        dev_get(ho, dho, (size_t)B * hp, CU_F16);
+        CK(cudaMemcpy(cg, sc.dc, cb, cudaMemcpyDeviceToHost));
+        cases++;
+        if (tile != CU_MMA_TILE_8x64) { /* the others: bitwise the first tile's results */
+            if (memcmp(y1, y, cb) || memcmp(c1, cg, cb) || memcmp(h1, ho, cb))
+                fail_msg("mma step %s B=%d H=%d t=%d: tile %d differs from tile 1", an, B, H, t, tile);
+            continue;
+        }
+        memcpy(y1, y, cb);
+        memcpy(c1, cg, cb);
+        memcpy(h1, ho, cb);
+        for (int b = 0; b < B; b++) {
+            for (int j = H; j < hp; j++)
+                if (y[(size_t)b * hp + j] != 0.0f || (t < sc.len[b] && ho[(size_t)b * hp + j] != 0.0f))
+                    fail_msg("mma step: pad column %d of row %d not zero", j, b);
+            if (t >= sc.len[b]) {
+                for (int j = 0; j < H; j++)
+                    if (y[(size_t)b * hp + j] != 0.0f || memcmp(&cg[(size_t)b * hp + j], &sc.c[(size_t)b * hp + j], 4) ||
+                        !isnan(ho[(size_t)b * hp + j]))
+                        fail_msg("mma step: masked row %d written", b);
+                continue;
+            }
+            step_case_ref(&sc, act, t, b, pre, hr, cr);
+            for (int j = 0; j < H; j++) {
+                float gh = y[(size_t)b * hp + j], gc = cg[(size_t)b * hp + j];
+                if (!(fabsf(gh - rnd_dt(hr[j], CU_F16)) <= 2e-3f) || !(fabsf(gc - cr[j]) <= 2e-5f * (1 + fabsf(cr[j]))) ||
+                    memcmp(&ho[(size_t)b * hp + j], &y[(size_t)b * hp + j], 4))
+                    fail_msg("mma step %s tile %d B=%d H=%d t=%d row %d unit %d: h %g (want %g), c %g (want %g)", an, tile, B,
+                             H, t, b, j, gh, hr[j], gc, cr[j]);
+            }
+        }
+    }
+    /* batch invariance: each of a few rows alone (nb = 1, every pointer at that row) */
+    int rows[3] = {0, B / 2, B - 1};
+    for (int i = 0; i < 3; i++) {
+        int b = rows[i];
+        CK(cudaMemcpy(sc.dc, sc.c, cb, cudaMemcpyHostToDevice));
+        RK(cu_lstm_mma_step(0, act, CU_MMA_TILE_AUTO, 1, H, hp, (const __half *)sc.dw, (const __half *)sc.dh + (size_t)b * hp,
+                            (__half *)dho + (size_t)b * hp, (const __half *)sc.dx + (size_t)b * g4, (size_t)g4, sc.db,
+                            sc.dc + (size_t)b * hp, (__half *)dy + (size_t)b * hp, (size_t)hp, sc.dlen + b, t, err, errlen));
+        CK(cudaDeviceSynchronize());
+        dev_get(y, dy, (size_t)B * hp, CU_F16);
+        CK(cudaMemcpy(cg, sc.dc, cb, cudaMemcpyDeviceToHost));
+        if (memcmp(&y[(size_t)b * hp], &y1[(size_t)b * hp], (size_t)hp * 4) ||
+            memcmp(&cg[(size_t)b * hp], &c1[(size_t)b * hp], (size_t)hp * 4))
+            fail_msg("mma step %s B=%d H=%d t=%d: row %d alone differs from the batch", an, B, H, t, b);
+    }
+    step_case_free(&sc);
+    CK(cudaFree(dy));
+    CK(cudaFree(dho));
+    free(y);
+    free(ho);
+    free(cg);
+    free(y1);
+    free(c1);
+    free(h1);
+    free(pre);
+    free(hr);
+    free(cr);
+    return cases;
+}
+
+static void test_mma_step(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 6;
+    static const int Bs[] = {1, 3, 17, 64, 130}, Hs[] = {20, 63, 100, 1024};
+    int n = 0;
+    for (int a = 0; a < 2; a++)
+        for (int bi = 0; bi < 5; bi++)
+            for (int hi = 0; hi < 4; hi++)
+                for (int t = 1; t <= 2; t++) {
+                    if (g_quick && (bi != 2 || hi != 2 || t != 1)) continue;
+                    n += check_mma_step((rnnt_lstm_act)a, Bs[bi], Hs[hi], t, &seed);
+                }
+    printf("mma step (GEMM + cell): %d cases match the CPU twin; the three tiles bitwise equal; rows alone bitwise "
+           "equal to the batch\n", n);
 }
 
 /* ------------------------------------------------------------------ encoder of a batch */
@@ -583,10 +727,13 @@ static void test_encoder(void **state)
              * runs the persistent kernel with one n-tile, the batch of 17 with four: bitwise equal outputs
              * check that the n-tile count (and the rows past their length, skipped) do not touch the numerics. */
             /* the last: the default with layer pairs as one wavefront (cu_wave.h; fp16, equal sizes) */
-            static const int cfgs[][4] = {{0, -1, 0, -1}, {1, -1, 0, -1}, {1, 1, 0, -1}, {1, 0, 1, -1}, {1, 0, 0, -1}, {1, 0, 0, 1}};
-            for (int ci = 0; ci < 6; ci++) {
-                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2], wave = cfgs[ci][3];
-                if ((persist > 0 || wave > 0) && dt != CU_F16) continue;
+            /* then the per-step layers on the GEMM + cell kernel (cu_mma_step.h; fp16), as graphs and directly */
+            static const int cfgs[][5] = {{0, -1, 0, -1, -1}, {1, -1, 0, -1, -1}, {1, 1, 0, -1, 0}, {1, 0, 1, -1, 0},
+                                          {1, 0, 0, -1, 0},   {1, 0, 0, 1, 0},    {1, -1, 0, -1, 1}, {0, -1, 0, -1, 1}};
+            for (int ci = 0; ci < 8; ci++) {
+                int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2], wave = cfgs[ci][3], mma = cfgs[ci][4];
+                if ((persist > 0 || wave > 0 || mma > 0) && dt != CU_F16) continue;
+                if (g_quick && ci == 7) continue;
                 if (g_quick && ci == 0) continue;
                 cu_encoder_params p;
                 memset(&p, 0, sizeof p);
@@ -596,6 +743,7 @@ static void test_encoder(void **state)
                 p.persist = persist;
                 p.fused = fused;
                 p.wave = wave;
+                p.mma_step = mma;
                 p.r_in = 64; /* several chunks even at these sizes */
                 cu_encoder *e;
                 RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
@@ -655,9 +803,11 @@ static void test_encoder(void **state)
                 if (wave > 0 && mi == 2 && cu_encoder_wave_pairs(e) != 1)
                     fail_msg("encoder: %d wavefront pairs, want 1", cu_encoder_wave_pairs(e));
                 if (wave < 0 && cu_encoder_wave_pairs(e) != 0) fail_msg("encoder: wavefront taken when off");
-                printf("encoder %s %s graphs=%d persist=%d fused=%d wave pairs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
+                if (mma > 0 && !cu_encoder_mma_steps(e)) fail_msg("encoder: mma steps asked for, not taken");
+                if (mma < 0 && cu_encoder_mma_steps(e)) fail_msg("encoder: mma steps taken when off");
+                printf("encoder %s %s graphs=%d persist=%d fused=%d mma=%d wave pairs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
                        "CPU; bitwise batch-invariant; %.1f MiB of buffers\n",
-                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e), worst, worst_fp,
+                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_mma_steps(e), cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e), worst, worst_fp,
                        cu_encoder_device_bytes(e) / 1048576.0);
                 free(f);
                 free(fp);
@@ -1062,8 +1212,12 @@ int main(void)
     printf("seed %llu\n", (unsigned long long)g_seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_joint),
-        cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_mma_step),
+        cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_stage),
     };
+    /* RNNT_TEST_ONLY=pattern: only the tests whose names match (cmocka's globs), as test_cuda_engine */
+    const char *only = getenv("RNNT_TEST_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
