@@ -63,7 +63,11 @@ extern const rnnt_backend_ops rnnt_backend_cpu;
 /* Gives back a CPU workspace grown beyond what a usual batch needs (rnnt_runner_trim). */
 void rnnt_cpu_trim(void *state);
 #ifdef RNNT_WITH_CUDA
-extern const rnnt_backend_ops rnnt_backend_cuda; /* with rnnt_cuda_device_count and rnnt_cuda_memory (rnnt.h) */
+extern const rnnt_backend_ops rnnt_backend_cuda;
+/* kernels/backend_cuda.cu: what rnnt_cuda_device_count and rnnt_cuda_memory (rnnt.h) answer in a CUDA
+ * build; the public functions live in runner.c, so that librnnt exports them from its visible objects */
+int rnnt_backend_cuda_device_count(void);
+int rnnt_backend_cuda_memory(int device, size_t *used, size_t *total);
 #endif
 
 #ifdef __cplusplus

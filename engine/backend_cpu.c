@@ -292,7 +292,7 @@ static rnnt_status whole_setup(cpu_state *s, int n, const rnnt_input *in, rnnt_r
                                float **fp, rnnt_dec_state *dec, rnnt_dec_state **d, char *err, size_t errlen)
 {
     const struct rnnt_model *m = s->m;
-    const int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
+    const int J = m->joint_dim, He = rnnt_lstm_out(&m->enc[m->n_enc - 1]);
     const size_t HpA = rnnt_dec_pred_stride(m);
     int frames[n];
     size_t enc_floats = 0;
@@ -401,10 +401,10 @@ static size_t chunk_layout(const struct rnnt_model *m, int n, struct rnnt_stream
         size_t sum = 0;
         for (int b = 0; b < n; b++) sum += (size_t)c[b].rows[l];
         if (l == m->n_enc) {
-            float *f = carve(base, &off, sum * m->enc[l - 1].hidden), *fp = carve(base, &off, sum * m->joint_dim);
+            float *f = carve(base, &off, sum * rnnt_lstm_out(&m->enc[l - 1])), *fp = carve(base, &off, sum * m->joint_dim);
             for (int b = 0; b < n && base; b++) {
                 c[b].f = f, c[b].fp = fp;
-                f += (size_t)c[b].rows[l] * m->enc[l - 1].hidden;
+                f += (size_t)c[b].rows[l] * rnnt_lstm_out(&m->enc[l - 1]);
                 fp += (size_t)c[b].rows[l] * m->joint_dim;
             }
             break;
@@ -421,7 +421,7 @@ static size_t chunk_layout(const struct rnnt_model *m, int n, struct rnnt_stream
         if (l < m->n_enc - 1)
             for (int b = 0; b < n; b++) {
                 size_t have = (size_t)st[b]->rem_rows[l] + c[b].rows[l], whole = (size_t)c[b].rows[l + 1] * L->time_stack;
-                c[b].y[l] = carve(base, &off, (have > whole ? have : whole) * L->hidden);
+                c[b].y[l] = carve(base, &off, (have > whole ? have : whole) * rnnt_lstm_out(L));
             }
     }
     float *pre = carve(base, &off, pre_floats);
@@ -445,7 +445,7 @@ static void cpu_encode_chunk(const struct rnnt_model *m, int n, struct rnnt_stre
     }
     for (int l = 0; l < m->n_enc; l++) {
         const rnnt_lstm_layer *L = &m->enc[l];
-        const int H = L->hidden, last = l == m->n_enc - 1;
+        const int H = rnnt_lstm_out(L), last = l == m->n_enc - 1;
         int rows[nn];
         const float *x[nn];
         float *y[nn], *h[nn], *cs[nn], *pre[nn];

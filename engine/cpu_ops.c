@@ -112,15 +112,34 @@ static void layer_lengths(const struct rnnt_model *m, int frames, int *T)
  * chunks computes exactly what the whole utterance does. */
 size_t rnnt_cpu_lstm_layer_batch_work(const rnnt_lstm_layer *L, int n)
 {
-    return (size_t)n * 6 * L->hidden + (size_t)n;
+    /* h (R), c (H), gates (4H), o * phi(c) before the projection (H), the order */
+    return (size_t)n * (rnnt_lstm_out(L) + 6 * (size_t)L->hidden) + (size_t)n;
+}
+
+void rnnt_cpu_layer_norm(int M, int N, const float *x, int ldx, const float *w, const float *b, float *y, int ldy)
+{
+    for (int r = 0; r < M; r++) {
+        const float *xr = x + (size_t)r * ldx;
+        float *yr = y + (size_t)r * ldy;
+        double sum = 0.0;
+        for (int j = 0; j < N; j++) sum += xr[j];
+        float mean = (float)(sum / N);
+        double ss = 0.0;
+        for (int j = 0; j < N; j++) {
+            float d = xr[j] - mean;
+            ss += (double)d * d;
+        }
+        float rstd = (float)(1.0 / sqrt(ss / N + (double)RNNT_LAYER_NORM_EPS));
+        for (int j = 0; j < N; j++) yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+    }
 }
 
 void rnnt_cpu_lstm_layer_batch(const rnnt_lstm_layer *L, rnnt_lstm_act act, int n, const int *rows, const float *const *x,
                                float *const *y, float *const *h, float *const *c, float *const *pre, float *work)
 {
-    int H = L->hidden, G = 4 * H, Tmax = 0;
-    float *hc = work, *cc = hc + (size_t)n * H, *gates = cc + (size_t)n * H;
-    int *order = (int *)(gates + (size_t)n * G);
+    int H = L->hidden, G = 4 * H, R = rnnt_lstm_out(L), Tmax = 0;
+    float *hc = work, *cc = hc + (size_t)n * R, *gates = cc + (size_t)n * H, *mc = gates + (size_t)n * G;
+    int *order = (int *)(mc + (size_t)n * H);
     /* Input projection of all of each utterance's rows at once, bias folded in. Utterances whose rows
      * follow each other in memory (x and pre both) go in one call: the weights pass through the cache
      * once for all of them (streams' chunks are short), and a row's result is the same either way. */
@@ -144,25 +163,34 @@ void rnnt_cpu_lstm_layer_batch(const rnnt_lstm_layer *L, rnnt_lstm_act act, int 
             order[j - 1] = t;
         }
     for (int r = 0; r < n; r++) {
-        memcpy(hc + (size_t)r * H, h[order[r]], sizeof(float) * H);
+        memcpy(hc + (size_t)r * R, h[order[r]], sizeof(float) * R);
         memcpy(cc + (size_t)r * H, c[order[r]], sizeof(float) * H);
     }
     for (int t = 0; t < Tmax; t++) {
         int active = 0;
         while (active < n && rows[order[active]] > t) active++;
-        rnnt_cpu_gemm_nt_rows(active, G, H, hc, H, L->w_hh, H, 0.0f, gates, G);
+        rnnt_cpu_gemm_nt_rows(active, G, R, hc, R, L->w_hh, R, 0.0f, gates, G);
         for (int r = 0; r < active; r++) {
             const float *p = pre[order[r]] + (size_t)t * G;
             float *g = gates + (size_t)r * G;
             for (int j = 0; j < G; j++) g[j] += p[j];
         }
-        rnnt_cpu_lstm_pointwise(act, active, H, gates, G, hc, H, cc, H);
-        for (int r = 0; r < active; r++) memcpy(y[order[r]] + (size_t)t * H, hc + (size_t)r * H, sizeof(float) * H);
+        if (L->w_hr) { /* projection LSTM: h = W_hr (o * phi(c)) */
+            rnnt_cpu_lstm_pointwise(act, active, H, gates, G, mc, H, cc, H);
+            rnnt_cpu_gemm_nt_rows(active, R, H, mc, H, L->w_hr, H, 0.0f, hc, R);
+        } else {
+            rnnt_cpu_lstm_pointwise(act, active, H, gates, G, hc, H, cc, H);
+        }
+        for (int r = 0; r < active; r++) memcpy(y[order[r]] + (size_t)t * R, hc + (size_t)r * R, sizeof(float) * R);
     }
     for (int r = 0; r < n; r++) {
-        memcpy(h[order[r]], hc + (size_t)r * H, sizeof(float) * H);
+        memcpy(h[order[r]], hc + (size_t)r * R, sizeof(float) * R);
         memcpy(c[order[r]], cc + (size_t)r * H, sizeof(float) * H);
     }
+    /* The LayerNorm of the layer's output (not of the state the recurrence carries), row by row: a
+     * row's result does not depend on how the frames were split into calls. */
+    if (L->ln_w)
+        for (int b = 0; b < n; b++) rnnt_cpu_layer_norm(rows[b], R, y[b], R, L->ln_w, L->ln_b, y[b], R);
 }
 
 /* The scratch layout, shared by the size function and the encoder: per utterance the stacked input,
@@ -185,7 +213,7 @@ static size_t layout(const struct rnnt_model *m, int n, const int *frames, float
     size_t off = 0, work_floats = 0;
     int Hmax = 0;
     for (int l = 0; l < m->n_enc; l++) {
-        if (m->enc[l].hidden > Hmax) Hmax = m->enc[l].hidden;
+        if (m->enc[l].hidden > Hmax) Hmax = m->enc[l].hidden; /* h needs R <= H, c needs H */
         size_t w = rnnt_cpu_lstm_layer_batch_work(&m->enc[l], n);
         if (w > work_floats) work_floats = w;
     }
@@ -199,7 +227,7 @@ static size_t layout(const struct rnnt_model *m, int n, const int *frames, float
             const rnnt_lstm_layer *L = &m->enc[l];
             if ((size_t)T[l] * 4 * L->hidden > pre_floats) pre_floats = (size_t)T[l] * 4 * L->hidden;
             if (l < m->n_enc - 1) {
-                p = carve(base, &off, (size_t)T[l + 1] * L->time_stack * L->hidden);
+                p = carve(base, &off, (size_t)T[l + 1] * L->time_stack * rnnt_lstm_out(L));
                 if (u) u[b].y[l] = p;
             }
         }
@@ -236,7 +264,7 @@ void rnnt_cpu_encode_batch(const struct rnnt_model *m, int n, const rnnt_input *
 
     for (int l = 0; l < m->n_enc; l++) {
         const rnnt_lstm_layer *L = &m->enc[l];
-        int H = L->hidden, T[nn];
+        int H = rnnt_lstm_out(L), T[nn];
         const float *x[nn];
         float *y[nn], *hb[nn], *cb[nn], *pre[nn];
         for (int b = 0; b < n; b++) {
@@ -285,31 +313,22 @@ int rnnt_cpu_encode(const struct rnnt_model *m, const float *feats, int T, float
 
 size_t rnnt_cpu_lstm_sequence_scratch(const rnnt_lstm_layer *L, int T)
 {
-    return (size_t)T * 4 * L->hidden + 2 * (size_t)L->hidden + rnnt_cpu_lstm_step_scratch(L, 1);
+    return (size_t)T * 4 * L->hidden + 2 * (size_t)L->hidden + rnnt_cpu_lstm_layer_batch_work(L, 1) + 16;
 }
 
 void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, const float *x, float *y, float *scratch)
 {
-    /* Same arithmetic as one utterance in rnnt_cpu_encode_batch. */
-    int H = L->hidden, G = 4 * H;
-    float *pre = scratch, *h = pre + (size_t)T * G, *c = h + H, *gates = c + H;
-    rnnt_cpu_gemm_nt_rows(T, G, L->input, x, L->input, L->w_ih, L->input, 0.0f, pre, G);
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < G; j++) pre[(size_t)t * G + j] += L->bias[j];
-    memset(h, 0, sizeof(float) * 2 * H);
-    for (int t = 0; t < T; t++) {
-        rnnt_cpu_gemm_nt_rows(1, G, H, h, H, L->w_hh, H, 0.0f, gates, G);
-        for (int j = 0; j < G; j++) gates[j] += pre[(size_t)t * G + j];
-        rnnt_cpu_lstm_pointwise(act, 1, H, gates, G, h, H, c, H);
-        memcpy(y + (size_t)t * H, h, sizeof(float) * H);
-    }
+    /* One utterance of rnnt_cpu_lstm_layer_batch: the same arithmetic as rnnt_cpu_encode_batch. */
+    float *pre = scratch, *h = pre + (size_t)T * 4 * L->hidden, *c = h + L->hidden, *work = c + L->hidden;
+    memset(h, 0, sizeof(float) * 2 * (size_t)L->hidden);
+    rnnt_cpu_lstm_layer_batch(L, act, 1, &T, &x, &y, &h, &c, &pre, work);
 }
 
 /* ---- joint --------------------------------------------------------------------------------- */
 
 void rnnt_cpu_joint_enc_proj(const struct rnnt_model *m, int T, const float *f, float *fp)
 {
-    int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
+    int J = m->joint_dim, He = rnnt_lstm_out(&m->enc[m->n_enc - 1]);
     rnnt_cpu_gemm_nt_rows(T, J, He, f, He, m->joint_enc_w, He, 0.0f, fp, J); /* per row: chunk invariant */
     for (int t = 0; t < T; t++)
         for (int j = 0; j < J; j++) fp[(size_t)t * J + j] += m->joint_enc_b[j];

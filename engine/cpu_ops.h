@@ -41,7 +41,12 @@ void rnnt_cpu_gemm_nt(int M, int N, int K, const float *A, int lda, const float 
 void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, int ldpre, float *h,
                              int ldh, float *c, int ldc);
 
-/* One LSTM layer over one utterance from zero state: x [T, I] -> y [T, H].
+/* LayerNorm of M rows of N: y = (x - mean) / sqrt(var + 1e-5) * w + b, var the biased variance, the
+ * sums in double (y may be x). The CPU twin of cu_layer_norm_step. */
+void rnnt_cpu_layer_norm(int M, int N, const float *x, int ldx, const float *w, const float *b, float *y, int ldy);
+
+/* One LSTM layer over one utterance from zero state: x [T, I] -> y [T, R] (R = rnnt_lstm_out: a
+ * projection LSTM's output is P wide; a layer with LayerNorm gives its normalised output).
  * scratch: rnnt_cpu_lstm_sequence_scratch(L, T) floats. */
 size_t rnnt_cpu_lstm_sequence_scratch(const rnnt_lstm_layer *L, int T);
 void rnnt_cpu_lstm_sequence(const rnnt_lstm_layer *L, rnnt_lstm_act act, int T, const float *x,
@@ -54,7 +59,8 @@ void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, cons
                         float *h, float *c, float *scratch);
 
 /* One LSTM layer over n utterances, each continuing from its own state: x[b] [rows[b], I] ->
- * y[b] [rows[b], H]; h[b], c[b] ([H] each) carry the state in and out (zeros for a fresh utterance).
+ * y[b] [rows[b], R]; h[b] ([R]) and c[b] ([H]) carry the state in and out (zeros for a fresh
+ * utterance). Projection LSTMs and the layer's LayerNorm (of y, not of the carried h) included.
  * pre[b]: rows[b] * 4H floats of scratch per utterance; work: rnnt_cpu_lstm_layer_batch_work(L, n)
  * floats. Every row of every product runs through rnnt_cpu_gemm_nt_rows, so an utterance's outputs
  * and final state depend neither on its batch nor on how its frames were split into calls. */

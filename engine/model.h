@@ -15,12 +15,23 @@ extern "C" {
 
 typedef struct {
     int input, hidden, time_stack;
+    int proj;          /* P of a projection LSTM (h = W_hr (o * phi(c))), 0 = none (encoder only) */
     const float *w_ih; /* [4H, I], gates i f g o */
-    const float *w_hh; /* [4H, H] */
+    const float *w_hh; /* [4H, R], R = rnnt_lstm_out(layer) */
     const float *b_ih; /* [4H] */
     const float *b_hh; /* [4H] */
     const float *bias; /* [4H] = b_ih + b_hh, folded at load */
+    const float *w_hr; /* [P, H] or NULL */
+    const float *ln_w, *ln_b; /* [R] each: LayerNorm over the output (layer_norm: true), else NULL */
 } rnnt_lstm_layer;
+
+#define RNNT_LAYER_NORM_EPS 1e-5f
+
+/* R: the width of a layer's output and of its recurrent h (P for a projection LSTM, else H). */
+static inline int rnnt_lstm_out(const rnnt_lstm_layer *L) { return L->proj ? L->proj : L->hidden; }
+
+/* A layer the persistent / wavefront / fused recurrence kernels do not implement. */
+static inline int rnnt_lstm_layer_plain(const rnnt_lstm_layer *L) { return !L->proj && !L->ln_w; }
 
 /* frontend.normalize */
 enum { RNNT_NORM_NONE = 0, RNNT_NORM_GLOBAL = 1, RNNT_NORM_PER_FEATURE = 2, RNNT_NORM_PER_FEATURE_STACKED = 3 };
@@ -49,6 +60,7 @@ struct rnnt_model {
     char name[72];
     rnnt_frontend_cfg fe;
     int feature_dim, stacking;
+    int stacking_drop;      /* stacking_tail: drop: floor(T/k) stacked frames, the partial last group dropped */
     rnnt_lstm_act act;
     int n_enc;
     rnnt_lstm_layer *enc;

@@ -21,7 +21,10 @@
 typedef struct {
     int n;
     int input[MAX_LAYERS], hidden[MAX_LAYERS], time_stack[MAX_LAYERS];
+    int proj[MAX_LAYERS], layer_norm[MAX_LAYERS];
 } layer_spec;
+
+static int spec_out(const layer_spec *s, int l) { return s->proj[l] ? s->proj[l] : s->hidden[l]; }
 
 static rnnt_status read_layers(ydoc *y, yaml_node_t *parent, const char *where, int allow_stack, layer_spec *out)
 {
@@ -32,7 +35,7 @@ static rnnt_status read_layers(ydoc *y, yaml_node_t *parent, const char *where, 
     if (seq->type != YAML_SEQUENCE_NODE) return ydoc_error(y, seq, RNNT_ERR_FORMAT, "%s: expected a list of layers", path);
     int n = (int)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     if (n < 1 || n > MAX_LAYERS) return ydoc_error(y, seq, RNNT_ERR_FORMAT, "%s: %d layers, expected 1 to %d", path, n, MAX_LAYERS);
-    static const char *const keys_stack[] = {"input", "hidden", "time_stack", NULL};
+    static const char *const keys_stack[] = {"input", "hidden", "time_stack", "proj", "layer_norm", NULL};
     static const char *const keys_plain[] = {"input", "hidden", NULL};
     out->n = n;
     for (int l = 0; l < n; l++) {
@@ -45,9 +48,18 @@ static rnnt_status read_layers(ydoc *y, yaml_node_t *parent, const char *where, 
         if ((st = ydoc_int(y, m, w, "input", 1, 1, MAX_SIZE, &in)) || (st = ydoc_int(y, m, w, "hidden", 1, 1, MAX_SIZE, &hid)))
             return st;
         if (allow_stack && (st = ydoc_int(y, m, w, "time_stack", 0, 1, 16, &ts))) return st;
+        long long proj = 0;
+        int ln = 0;
+        /* encoder layers only (allow_stack): projection LSTMs and LayerNorm, NeMo's RNNEncoder */
+        if (allow_stack && (st = ydoc_int(y, m, w, "proj", 0, 1, MAX_SIZE, &proj))) return st;
+        if (proj >= hid)
+            return ydoc_error(y, ydoc_get(y, m, "proj"), RNNT_ERR_FORMAT, "%s.proj: %lld, must be smaller than hidden %lld", w, proj, hid);
+        if (allow_stack && (st = ydoc_bool(y, m, w, "layer_norm", 0, &ln))) return st;
         out->input[l] = (int)in;
         out->hidden[l] = (int)hid;
         out->time_stack[l] = (int)ts;
+        out->proj[l] = (int)proj;
+        out->layer_norm[l] = ln;
     }
     return RNNT_OK;
 }
@@ -122,7 +134,9 @@ static rnnt_status read_frontend(ydoc *y, yaml_node_t *root, rnnt_frontend_cfg *
 static rnnt_status read_yaml(struct rnnt_model *m, const char *path, layer_spec *enc, layer_spec *pred, char *err, size_t errlen)
 {
     static const char *const keys[] = {"format", "version", "name", "frontend", "feature_dim", "frame_stacking", "lstm_activation",
-                                       "encoder", "predictor", "joint", "vocab_size", "big_blank_durations", "max_symbols", NULL};
+                                       "encoder", "predictor", "joint", "vocab_size", "big_blank_durations", "max_symbols",
+                                       "stacking_tail", NULL};
+    static const char *const tails[] = {"pad", "drop", NULL};
     static const char *const fmt[] = {"rnntd", NULL};
     static const char *const acts[] = {"hard", "soft", NULL};
     static const char *const jacts[] = {"relu", "tanh", NULL};
@@ -158,6 +172,13 @@ static rnnt_status read_yaml(struct rnnt_model *m, const char *path, layer_spec 
     m->feature_dim = (int)fdim;
     m->stacking = (int)stack;
     m->fe.stacking = (int)stack;
+    char tail[8] = "pad";
+    if ((st = ydoc_str(&y, root, "", "stacking_tail", 0, tails, tail, sizeof tail))) goto out;
+    m->stacking_drop = !strcmp(tail, "drop");
+    if (m->stacking_drop && m->fe.length_hop_ceil) {
+        st = ydoc_error(&y, ydoc_get(&y, root, "stacking_tail"), RNNT_ERR_FORMAT, "stacking_tail: drop can not be combined with frontend.length: hop_ceil");
+        goto out;
+    }
 
     static const char *const enc_keys[] = {"layers", NULL}, *const pred_keys[] = {"embedding", "layers", NULL},
                              *const joint_keys[] = {"dim", "activation", NULL};
@@ -169,9 +190,10 @@ static rnnt_status read_yaml(struct rnnt_model *m, const char *path, layer_spec 
         goto out;
     }
     for (int l = 1; l < enc->n; l++)
-        if (enc->input[l] != enc->hidden[l - 1] * enc->time_stack[l - 1]) {
-            st = ydoc_error(&y, ydoc_get(&y, n, "layers"), RNNT_ERR_FORMAT, "encoder.layers[%d].input: %d, expected %d (hidden %d x time_stack %d of layer %d)",
-                            l, enc->input[l], enc->hidden[l - 1] * enc->time_stack[l - 1], enc->hidden[l - 1], enc->time_stack[l - 1], l - 1);
+        if (enc->input[l] != spec_out(enc, l - 1) * enc->time_stack[l - 1]) {
+            st = ydoc_error(&y, ydoc_get(&y, n, "layers"), RNNT_ERR_FORMAT, "encoder.layers[%d].input: %d, expected %d (%s %d x time_stack %d of layer %d)",
+                            l, enc->input[l], spec_out(enc, l - 1) * enc->time_stack[l - 1], enc->proj[l - 1] ? "proj" : "hidden",
+                            spec_out(enc, l - 1), enc->time_stack[l - 1], l - 1);
             goto out;
         }
     if (enc->time_stack[enc->n - 1] != 1) {
@@ -307,19 +329,29 @@ static void add_want(want *w, int *n, const char *name, int64_t d0, int64_t d1, 
     (*n)++;
 }
 
-static void add_lstm_wants(want *w, int *n, const char *prefix, rnnt_lstm_layer *L, int nl)
+static void add_lstm_wants(want *w, int *n, const char *prefix, rnnt_lstm_layer *L, const int *layer_norm, int nl)
 {
     char name[64];
     for (int l = 0; l < nl; l++) {
-        int H4 = 4 * L[l].hidden;
+        int H4 = 4 * L[l].hidden, R = rnnt_lstm_out(&L[l]);
         snprintf(name, sizeof name, "%s.%d.weight_ih", prefix, l);
         add_want(w, n, name, H4, L[l].input, &L[l].w_ih);
         snprintf(name, sizeof name, "%s.%d.weight_hh", prefix, l);
-        add_want(w, n, name, H4, L[l].hidden, &L[l].w_hh);
+        add_want(w, n, name, H4, R, &L[l].w_hh);
         snprintf(name, sizeof name, "%s.%d.bias_ih", prefix, l);
         add_want(w, n, name, H4, 0, &L[l].b_ih);
         snprintf(name, sizeof name, "%s.%d.bias_hh", prefix, l);
         add_want(w, n, name, H4, 0, &L[l].b_hh);
+        if (L[l].proj) {
+            snprintf(name, sizeof name, "%s.%d.weight_hr", prefix, l);
+            add_want(w, n, name, R, L[l].hidden, &L[l].w_hr);
+        }
+        if (layer_norm && layer_norm[l]) {
+            snprintf(name, sizeof name, "%s.%d.norm.weight", prefix, l);
+            add_want(w, n, name, R, 0, &L[l].ln_w);
+            snprintf(name, sizeof name, "%s.%d.norm.bias", prefix, l);
+            add_want(w, n, name, R, 0, &L[l].ln_b);
+        }
     }
 }
 
@@ -331,21 +363,21 @@ static void shape_str(char *buf, size_t n, int nd, const int64_t *s)
     if (p < n) snprintf(buf + p, n - p, "]");
 }
 
-static rnnt_status read_weights(struct rnnt_model *m, const char *path, char *err, size_t errlen)
+static rnnt_status read_weights(struct rnnt_model *m, const char *path, const int *enc_layer_norm, char *err, size_t errlen)
 {
-    int max_w = 2 /* frontend */ + 1 /* embedding */ + 6 /* joint */ + 4 * (m->n_enc + m->n_pred);
+    int max_w = 2 /* frontend */ + 1 /* embedding */ + 6 /* joint */ + 7 * m->n_enc + 4 * m->n_pred;
     want *w = calloc((size_t)max_w, sizeof *w);
     if (!w) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "%s: out of memory", path);
     int nw = 0;
-    int F = m->feature_dim, He = m->enc[m->n_enc - 1].hidden, Hp = m->pred[m->n_pred - 1].hidden, J = m->joint_dim;
+    int F = m->feature_dim, He = rnnt_lstm_out(&m->enc[m->n_enc - 1]), Hp = m->pred[m->n_pred - 1].hidden, J = m->joint_dim;
     if (m->fe.normalize == RNNT_NORM_GLOBAL) {
         add_want(w, &nw, "frontend.mean", F, 0, &m->fe_mean);
         add_want(w, &nw, "frontend.std", F, 0, &m->fe_std);
         w[nw - 1].positive = 1;
     }
-    add_lstm_wants(w, &nw, "encoder.lstm", m->enc, m->n_enc);
+    add_lstm_wants(w, &nw, "encoder.lstm", m->enc, enc_layer_norm, m->n_enc);
     add_want(w, &nw, "predictor.embedding", m->vocab + 1, m->embed_dim, &m->embedding);
-    add_lstm_wants(w, &nw, "predictor.lstm", m->pred, m->n_pred);
+    add_lstm_wants(w, &nw, "predictor.lstm", m->pred, NULL, m->n_pred);
     add_want(w, &nw, "joint.enc.weight", J, He, &m->joint_enc_w);
     add_want(w, &nw, "joint.enc.bias", J, 0, &m->joint_enc_b);
     add_want(w, &nw, "joint.pred.weight", J, Hp, &m->joint_pred_w);
@@ -458,12 +490,13 @@ rnnt_status rnnt_model_load(const char *dir, rnnt_model **out, char *err, size_t
     m->enc = calloc((size_t)enc.n, sizeof *m->enc);
     m->pred = calloc((size_t)pred.n, sizeof *m->pred);
     if (!m->enc || !m->pred) { st = rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory"); goto fail; }
-    for (int l = 0; l < enc.n; l++) m->enc[l] = (rnnt_lstm_layer){.input = enc.input[l], .hidden = enc.hidden[l], .time_stack = enc.time_stack[l]};
+    for (int l = 0; l < enc.n; l++)
+        m->enc[l] = (rnnt_lstm_layer){.input = enc.input[l], .hidden = enc.hidden[l], .time_stack = enc.time_stack[l], .proj = enc.proj[l]};
     for (int l = 0; l < pred.n; l++) m->pred[l] = (rnnt_lstm_layer){.input = pred.input[l], .hidden = pred.hidden[l], .time_stack = 1};
     m->n_out = m->vocab + m->n_big + 1;
     m->blank = m->vocab + m->n_big;
     if ((st = join_path(path, sizeof path, dir, "tokens.txt", err, errlen)) || (st = read_tokens(m, path, err, errlen))) goto fail;
-    if ((st = join_path(path, sizeof path, dir, "weights.safetensors", err, errlen)) || (st = read_weights(m, path, err, errlen))) goto fail;
+    if ((st = join_path(path, sizeof path, dir, "weights.safetensors", err, errlen)) || (st = read_weights(m, path, enc.layer_norm, err, errlen))) goto fail;
 
     rnnt_model_info *I = &m->info;
     I->name = m->name;
@@ -480,7 +513,7 @@ rnnt_status rnnt_model_load(const char *dir, rnnt_model **out, char *err, size_t
     I->max_symbols = m->max_symbols;
     I->lstm_activation = m->act;
     I->n_encoder_layers = m->n_enc;
-    I->encoder_hidden = m->enc[m->n_enc - 1].hidden;
+    I->encoder_hidden = rnnt_lstm_out(&m->enc[m->n_enc - 1]);
     I->n_predictor_layers = m->n_pred;
     I->predictor_hidden = m->pred[m->n_pred - 1].hidden;
     I->joint_dim = m->joint_dim;
@@ -501,7 +534,7 @@ const char *rnnt_model_token(const rnnt_model *m, int id) { return id >= 0 && id
 
 int rnnt_model_encoder_frames(const rnnt_model *m, int frames)
 {
-    int t = rnnt_stacked_len(frames, m->stacking);
+    int t = m->stacking_drop ? frames / m->stacking : rnnt_stacked_len(frames, m->stacking);
     for (int l = 0; l < m->n_enc; l++) t = rnnt_stacked_len(t, m->enc[l].time_stack);
     return t;
 }

@@ -148,17 +148,26 @@ int rnnt_cuda_available(void)
 #endif
 }
 
-#ifndef RNNT_WITH_CUDA
-/* Without the CUDA backend (kernels/backend_cuda.cu defines these otherwise). */
-int rnnt_cuda_device_count(void) { return 0; }
+int rnnt_cuda_device_count(void)
+{
+#ifdef RNNT_WITH_CUDA
+    return rnnt_backend_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
 int rnnt_cuda_memory(int device, size_t *used, size_t *total)
 {
+#ifdef RNNT_WITH_CUDA
+    return rnnt_backend_cuda_memory(device, used, total);
+#else
     (void)device;
     if (used) *used = 0;
     if (total) *total = 0;
     return -1;
-}
 #endif
+}
 
 rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p, rnnt_runner **out, char *err, size_t errlen)
 {
@@ -271,6 +280,18 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
     free(frames);
     if (st) return st;
     if (m->fe.normalize >= RNNT_NORM_PER_FEATURE) return decode_per_feature(r, n, inputs, results, timing, err, errlen);
+    if (m->stacking_drop) {
+        /* stacking_tail: drop: the backends see whole groups of frame_stacking frames only */
+        rnnt_input *cut = malloc(sizeof *cut * (size_t)n);
+        if (!cut) return finish_results(r, n, rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory"), results, err, errlen);
+        for (int b = 0; b < n; b++) {
+            cut[b] = inputs[b];
+            cut[b].frames = inputs[b].frames / m->stacking * m->stacking;
+        }
+        st = r->ops->decode(r->state, n, cut, results, timing, err, errlen);
+        free(cut);
+        return finish_results(r, n, st, results, err, errlen);
+    }
     st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
     return finish_results(r, n, st, results, err, errlen);
 }
@@ -286,6 +307,7 @@ static rnnt_status decode_per_feature(rnnt_runner *r, int n, const rnnt_input *i
         float *y;
         st = rnnt_feature_norm_per_feature(r->m, inputs[b].features, inputs[b].frames, &y, &norm[b].frames, err, errlen);
         norm[b].features = y;
+        if (r->m->stacking_drop) norm[b].frames = inputs[b].frames / r->m->stacking * r->m->stacking; /* after the statistics */
         norm[b].finite_checked = 1; /* checked above; a non-finite joint output still fails its utterance */
         if (!st && norm[b].frames > r->p.max_frames)
             st = rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "utterance %d: %d frames padded to whole stacks of %d are %d, the runner takes at most %d",

@@ -17,6 +17,8 @@ rnnt_status rnnt_stream_create(const rnnt_model *m, rnnt_stream **out, char *err
     if (m->fe.normalize >= RNNT_NORM_PER_FEATURE || m->fe.center || m->fe.length_hop_ceil)
         return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "this model cannot be streamed: frontend.%s needs the whole utterance",
                             m->fe.normalize >= RNNT_NORM_PER_FEATURE ? "normalize: per_feature" : m->fe.center ? "center: true" : "length: hop_ceil");
+    if (m->stacking_drop)
+        return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "this model cannot be streamed: stacking_tail: drop needs the utterance's end");
     if (m->n_enc > RNNT_STREAM_MAX_LAYERS)
         return rnnt_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "%d encoder layers, streams take at most %d", m->n_enc, RNNT_STREAM_MAX_LAYERS);
     /* One arena: per encoder layer h, c and the time-stacking remainder; predictor h, c; gp. */

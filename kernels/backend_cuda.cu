@@ -17,8 +17,8 @@
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
- *   (default)                the cluster loop (16 blocks of 16 warps, a slot per cluster) for batches of up to
- *                            CU_DEC_AUTO_CLUSTER_MAX (8), the WHILE graph for larger ones (cu_decoder.h)
+ *   (default)                the cluster loop (16 blocks of 16 warps, a slot per cluster) for fp16 batches of
+ *                            up to CU_DEC_AUTO_CLUSTER_MAX (8), the WHILE graph otherwise (cu_decoder.h)
  *   RNNT_CUDA_DECODE=while   the WHILE graph at every batch size
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
  *   RNNT_CUDA_DECODE=profile host loop with events per phase: fills predictor_s / joint_s / decode_s
@@ -333,7 +333,7 @@ extern "C" {
 extern const rnnt_backend_ops rnnt_backend_cuda;
 const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, advance, decode_audio};
 
-int rnnt_cuda_device_count(void)
+int rnnt_backend_cuda_device_count(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -343,7 +343,7 @@ int rnnt_cuda_device_count(void)
     return count;
 }
 
-int rnnt_cuda_memory(int device, size_t *used, size_t *total)
+int rnnt_backend_cuda_memory(int device, size_t *used, size_t *total)
 {
     size_t fr = 0, tot = 0;
     if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {

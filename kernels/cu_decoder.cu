@@ -398,7 +398,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, const int *t
 {
     if (nb < 1 || nb > d->bcap)
         return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: %d decoder slots, runner holds %d", nb, d->bcap);
-    int auto_cluster = mode == CU_DEC_AUTO && nb <= CU_DEC_AUTO_CLUSTER_MAX;
+    /* fp16 only: in fp32 the cluster loop's label probabilities differ from the graph's in the last bits,
+     * and fp32 results must be bitwise the same in any batch */
+    int auto_cluster = mode == CU_DEC_AUTO && nb <= CU_DEC_AUTO_CLUSTER_MAX && d->w->dt == CU_F16;
     if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
     if (mode == CU_DEC_CLUSTER) {
         cu_dec_fused_net net;

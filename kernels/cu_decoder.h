@@ -11,8 +11,9 @@
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
  * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
  * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), and CU_DEC_AUTO (the default: the cluster loop
- * with 16 blocks of 16 warps and one slot per cluster for batches of up to CU_DEC_AUTO_CLUSTER_MAX slots,
- * where it fits; the WHILE graph otherwise). All modes give the same results. One thread at a time. */
+ * with 16 blocks of 16 warps and one slot per cluster for fp16 batches of up to CU_DEC_AUTO_CLUSTER_MAX
+ * slots, where it fits; the WHILE graph otherwise: fp32 results, label probabilities included, stay
+ * bitwise the same in any batch, and fp16 tokens too, their probabilities within ~1e-6). All modes give the same results. One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
 

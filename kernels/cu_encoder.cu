@@ -6,6 +6,7 @@
 
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_layer_norm.h"
 #include "cu_mma_step.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
@@ -44,6 +45,7 @@ struct cu_encoder {
     int *meta;            /* [0] t_enc of the bucket, then off, frames, lens[n_enc + 1] (bcap each) */
     float *raw;
     void *x0, *y[2], *xproj, *hs;
+    void *mbuf;           /* o * phi(c) of a projection LSTM's step, before W_hr ([rec rows][hpmax]) */
     float *hproj, *c, *fproj;
     /* pinned staging: meta then raw (the same layout as meta and raw on the device), filled by the
      * stager and sent on the copy stream cs; ev_in: the point on s after which the device input may be
@@ -128,11 +130,12 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     size_t B = (size_t)e->bcap, rin = (size_t)e->r_in, esz = cu_dtype_size(w->dt);
     size_t x0_el = cu_round_up(B * e->tmax[0], rin) * (size_t)w->enc[0].in_w;
     size_t y_el = 0, xp_el = 0;
-    int g4max = 0, hpmax = 0;
+    int g4max = 0, hpmax = 0, any_proj = 0;
     for (int l = 0; l < w->n_enc; l++) {
         const cu_lstm_w *L = &w->enc[l];
-        size_t as_out = cu_round_up(B * e->tmax[l], rin) * (size_t)L->hp;
-        size_t as_in = cu_round_up(B * e->tmax[l + 1], rin) * (size_t)L->time_stack * L->hp;
+        size_t as_out = cu_round_up(B * e->tmax[l], rin) * (size_t)L->ow;
+        size_t as_in = cu_round_up(B * e->tmax[l + 1], rin) * (size_t)L->time_stack * L->ow;
+        any_proj |= L->proj > 0;
         if (as_out > y_el) y_el = as_out;
         if (as_in > y_el) y_el = as_in;
         size_t xp = cu_round_up(B * e->tmax[l], rin) * (size_t)L->g4;
@@ -149,7 +152,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     int want_persist = p->persist > 0 || (p->persist == 0 && !p->fused && e->bcap <= CU_PERSIST_AUTO_MAX_B);
     if (want_persist && w->dt == CU_F16 && e->bcap <= CU_PERSIST_MAX_B)
         for (int l = 0; l < w->n_enc; l++) {
-            e->persist[l] = (char)cu_persist_fits(w->enc[l].hidden, e->bcap, NULL);
+            /* projection LSTMs and LayerNorm (cu_layer_norm.h) take the per-step path */
+            e->persist[l] = (char)(!w->enc[l].proj && !w->enc[l].ln_w && cu_persist_fits(w->enc[l].hidden, e->bcap, NULL));
             e->n_persist += e->persist[l];
         }
     /* The per-step layers' recurrent steps as one tensor-core kernel each (fp16; p->mma_step, else
@@ -204,8 +208,9 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     TAKE(o_hb, hb_bytes);
     size_t o_wb;
     TAKE(o_wb, wb_bytes);
-    size_t o_hs2;
+    size_t o_hs2, o_mb;
     TAKE(o_hs2, e->fused_bt || e->mma_step ? rec_rows * hpmax * esz : 0);
+    TAKE(o_mb, any_proj ? rec_rows * hpmax * esz : 0);
 #undef TAKE
     e->arena_bytes = cu_round_up(off, 256);
     cudaError_t ce = cudaMalloc(&e->arena, e->arena_bytes);
@@ -237,6 +242,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->wbuf = a + o_wb;
     e->wbuf_bytes = wb_bytes;
     e->hs2 = a + o_hs2;
+    e->mbuf = a + o_mb;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
     rnnt_status st = RNNT_OK;
     ce = cudaStreamCreateWithFlags(&e->cs, cudaStreamNonBlocking);
@@ -382,7 +388,30 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
             T /= L->time_stack;
             continue;
         }
-        if (e->fused_bt) {
+        if (L->proj) {
+            /* projection LSTM (per step): the cell writes o * phi(c) to mbuf, W_hr projects it into hs
+             * (the recurrent h, ow wide, pad columns zero) and hs is copied to the output row t */
+            CU_TRY(cudaMemsetAsync(e->hs, 0, cu_round_up((size_t)nb, (size_t)e->r_rec) * L->ow * esz, e->s));
+            for (int t = 0; t < T; t++) {
+                if (t > 0)
+                    RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb, 4 * H, L->ow, e->hs, L->ow, L->w_hh, L->ow, e->hproj, 1,
+                                          L->g4, e->r_rec, err, errlen));
+                RNNT_TRY(cu_lstm_pointwise(e->s, w->dt, w->act, nb, H, L->hp, (const char *)e->xproj + (size_t)t * L->g4 * esz,
+                                           (size_t)T * L->g4, t > 0 ? e->hproj : NULL, L->g4, L->bias, e->c, L->hp, e->mbuf,
+                                           L->hp, e->mbuf, L->hp, len, t, err, errlen));
+                RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb, L->proj, L->hp, e->mbuf, L->hp, L->w_hr, L->hp, e->hs, 0, L->ow,
+                                      e->r_rec, err, errlen));
+                CU_TRY(cudaMemcpy2DAsync((char *)y + (size_t)t * L->ow * esz, (size_t)T * L->ow * esz, e->hs, L->ow * esz,
+                                         L->ow * esz, nb, cudaMemcpyDeviceToDevice, e->s));
+            }
+            if (L->ln_w)
+                RNNT_TRY(cu_layer_norm_rows(e->s, w->dt, nb, T, L->out, L->ow, y, (size_t)T * L->ow, len, L->ln_w, L->ln_b,
+                                            err, errlen));
+            in = y;
+            T /= L->time_stack;
+            continue;
+        }
+        if (e->fused_bt && !L->ln_w) {
             void *hb[2] = {e->hs, e->hs2};
             for (int t = 0; t < T; t++)
                 RNNT_TRY(cu_lstm_step_fused(e->s, w->dt, w->act, e->fused_bt, nb, H, L->hp, L->w_hh, hb[(t + 1) & 1],
@@ -393,7 +422,7 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
             T /= L->time_stack;
             continue;
         }
-        if (e->mma_step && L->hp <= CU_MMA_MAX_HP) {
+        if (e->mma_step && L->hp <= CU_MMA_MAX_HP && !L->ln_w) { /* LayerNorm layers: the plain path below */
             /* step 0 has no recurrent term (the cell kernel alone); then h ping-pongs between two buffers,
              * since the blocks of step t still read h_{t-1} while others write h_t */
             void *hb[2] = {e->hs, e->hs2};
@@ -422,6 +451,9 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
                                        (char *)y + (size_t)t * L->hp * esz, (size_t)T * L->hp, e->hs, L->hp, len, t,
                                        err, errlen));
         }
+        if (L->ln_w) /* LayerNorm without a projection: the output rows, after the recurrence */
+            RNNT_TRY(cu_layer_norm_rows(e->s, w->dt, nb, T, L->out, L->ow, y, (size_t)T * L->ow, len, L->ln_w, L->ln_b, err,
+                                        errlen));
         in = y;
         T /= L->time_stack;
     }

@@ -466,6 +466,10 @@ rnnt_status cu_streams_create(const struct rnnt_model *m, const cu_weights *w, c
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: streams take at most %d layers", kMaxL);
     if ((size_t)(w->J + w->n_out) * sizeof(float) > 48 * 1024)
         return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: streams take joint dim + outputs <= 12288");
+    for (int l = 0; l < w->n_enc; l++)
+        if (w->enc[l].proj || w->enc[l].ln_w)
+            return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED,
+                              "cuda: streams do not take projection LSTMs or LayerNorm (encoder layer %d); whole utterances do", l);
     cu_streams *c = (cu_streams *)calloc(1, sizeof *c);
     if (!c) return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
     pthread_mutex_init(&c->mu, NULL);

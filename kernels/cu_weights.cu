@@ -75,16 +75,26 @@ size_t img_vec32(image *im, const float *a, const float *b, int n, const char *n
 }
 
 struct lstm_off {
-    size_t w_ih, w_hh, bias;
+    size_t w_ih, w_hh, bias, w_hr, ln_w, ln_b;
 };
 
-lstm_off img_lstm(image *im, const rnnt_lstm_layer *L, int in_w, colmap cm, int hp, const char *name)
+lstm_off img_lstm(image *im, const rnnt_lstm_layer *L, int in_w, colmap cm, int hp, int ow, const char *name)
 {
     lstm_off o;
-    colmap plain = {1, L->hidden, hp};
+    memset(&o, 0, sizeof o);
+    int R = rnnt_lstm_out(L);
+    colmap plain = {1, R, ow};
     o.w_ih = img_matrix(im, L->w_ih, 4 * L->hidden, L->input, in_w, cm, name);
-    o.w_hh = img_matrix(im, L->w_hh, 4 * L->hidden, L->hidden, hp, plain, name);
+    o.w_hh = img_matrix(im, L->w_hh, 4 * L->hidden, R, ow, plain, name);
     o.bias = img_vec32(im, L->bias, NULL, 4 * L->hidden, name);
+    if (L->w_hr) {
+        colmap ch = {1, L->hidden, hp};
+        o.w_hr = img_matrix(im, L->w_hr, R, L->hidden, hp, ch, name);
+    }
+    if (L->ln_w) {
+        o.ln_w = img_vec32(im, L->ln_w, NULL, R, name);
+        o.ln_b = img_vec32(im, L->ln_b, NULL, R, name);
+    }
     return o;
 }
 
@@ -108,9 +118,9 @@ void build(const struct rnnt_model *m, cu_weights *w, image *im, offsets *o)
         if (l == 0)
             cm = {m->stacking, m->feature_dim, w->fp};
         else
-            cm = {m->enc[l - 1].time_stack, m->enc[l - 1].hidden, w->enc[l - 1].hp};
+            cm = {m->enc[l - 1].time_stack, w->enc[l - 1].out, w->enc[l - 1].ow};
         snprintf(name, sizeof name, "encoder.lstm.%d", l);
-        o->enc[l] = img_lstm(im, L, w->enc[l].in_w, cm, w->enc[l].hp, name);
+        o->enc[l] = img_lstm(im, L, w->enc[l].in_w, cm, w->enc[l].hp, w->enc[l].ow, name);
     }
     colmap ce = {1, m->embed_dim, w->ep};
     o->emb = img_matrix(im, m->embedding, m->vocab + 1, m->embed_dim, w->ep, ce, "predictor.embedding");
@@ -122,7 +132,7 @@ void build(const struct rnnt_model *m, cu_weights *w, image *im, offsets *o)
         else
             cm = {1, m->pred[l - 1].hidden, w->pred[l - 1].hp};
         snprintf(name, sizeof name, "predictor.lstm.%d", l);
-        o->pred[l] = img_lstm(im, L, w->pred[l].in_w, cm, w->pred[l].hp, name);
+        o->pred[l] = img_lstm(im, L, w->pred[l].in_w, cm, w->pred[l].hp, w->pred[l].ow, name);
     }
     colmap cenc = {1, w->he, w->hep}, cpred = {1, w->hp_pred, w->hpp}, cout = {1, m->joint_dim, w->jp};
     o->jenc_w = img_matrix(im, m->joint_enc_w, m->joint_dim, w->he, w->hep, cenc, "joint.enc.weight");
@@ -140,6 +150,9 @@ void set_layer(cu_lstm_w *d, const rnnt_lstm_layer *L, int in_w)
     d->hp = cu_round_up_i(L->hidden, CU_PAD);
     d->g4 = cu_round_up_i(4 * L->hidden, CU_PAD);
     d->time_stack = L->time_stack > 0 ? L->time_stack : 1;
+    d->proj = L->proj;
+    d->out = rnnt_lstm_out(L);
+    d->ow = L->proj ? cu_round_up_i(L->proj, CU_PAD) : d->hp;
 }
 
 } // namespace
@@ -172,7 +185,7 @@ rnnt_status cu_weights_upload(const struct rnnt_model *m, cu_dtype dt, cu_weight
     }
     w->subsampling = m->stacking;
     for (int l = 0; l < m->n_enc; l++) {
-        int in_w = l == 0 ? m->stacking * w->fp : w->enc[l - 1].time_stack * w->enc[l - 1].hp;
+        int in_w = l == 0 ? m->stacking * w->fp : w->enc[l - 1].time_stack * w->enc[l - 1].ow;
         set_layer(&w->enc[l], &m->enc[l], in_w);
         w->subsampling *= w->enc[l].time_stack;
     }
@@ -182,8 +195,8 @@ rnnt_status cu_weights_upload(const struct rnnt_model *m, cu_dtype dt, cu_weight
         set_layer(&w->pred[l], &m->pred[l], l == 0 ? w->ep : w->pred[l - 1].hp);
     w->J = m->joint_dim;
     w->jp = cu_round_up_i(m->joint_dim, CU_PAD);
-    w->he = m->enc[m->n_enc - 1].hidden;
-    w->hep = w->enc[m->n_enc - 1].hp;
+    w->he = w->enc[m->n_enc - 1].out;
+    w->hep = w->enc[m->n_enc - 1].ow;
     w->hp_pred = m->pred[m->n_pred - 1].hidden;
     w->hpp = w->pred[m->n_pred - 1].hp;
     w->V = m->vocab;
@@ -233,6 +246,9 @@ rnnt_status cu_weights_upload(const struct rnnt_model *m, cu_dtype dt, cu_weight
             w->enc[l].w_ih = a + o.enc[l].w_ih;
             w->enc[l].w_hh = a + o.enc[l].w_hh;
             w->enc[l].bias = (float *)(a + o.enc[l].bias);
+            w->enc[l].w_hr = m->enc[l].w_hr ? a + o.enc[l].w_hr : NULL;
+            w->enc[l].ln_w = m->enc[l].ln_w ? (float *)(a + o.enc[l].ln_w) : NULL;
+            w->enc[l].ln_b = m->enc[l].ln_w ? (float *)(a + o.enc[l].ln_b) : NULL;
         }
         for (int l = 0; l < m->n_pred; l++) {
             w->pred[l].w_ih = a + o.pred[l].w_ih;

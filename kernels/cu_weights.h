@@ -19,9 +19,15 @@ typedef struct {
     int hp;         /* round_up(H, CU_PAD): leading dimension of w_hh and of every h buffer */
     int g4;         /* round_up(4H, CU_PAD): leading dimension of gate pre-activation rows */
     int time_stack; /* s */
+    int proj;       /* P of a projection LSTM, 0 = none (encoder only) */
+    int out;        /* R = proj ? P : H: width of the output rows and of the recurrent h */
+    int ow;         /* padded R: round_up(P, CU_PAD) for a projection LSTM, else hp; the leading
+                       dimension of output rows (and of w_hh for a projection LSTM) */
     void *w_ih;     /* [4H][in_w] */
-    void *w_hh;     /* [4H][hp] */
+    void *w_hh;     /* [4H][hp], a projection LSTM's [4H][ow] */
     float *bias;    /* [4H], b_ih + b_hh */
+    void *w_hr;     /* [P][hp] or NULL */
+    float *ln_w, *ln_b; /* [R] LayerNorm of the output, or NULL */
 } cu_lstm_w;
 
 typedef struct {

@@ -29,10 +29,11 @@ def load_torch(path):
 _LSTM_KEY = re.compile(r"^(weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)_l(\d+)(_reverse)?$")
 
 
-def lstm_stack(sd, prefix, where):
+def lstm_stack(sd, prefix, where, proj=False):
     """The layers of a torch.nn.LSTM saved under `prefix` (e.g. 'encoder.pre_rnn.lstm.'):
-    [(weight_ih, weight_hh, bias_ih, bias_hh)] in layer order. Bidirectional or projected LSTMs and
-    missing biases are errors naming the key."""
+    [(weight_ih, weight_hh, bias_ih, bias_hh)] in layer order, with proj=True
+    [(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr or None)] (torch's proj_size). Bidirectional
+    LSTMs, projections where proj is False and missing biases are errors naming the key."""
     layers = {}
     for k, v in sd.items():
         if not k.startswith(prefix):
@@ -42,7 +43,7 @@ def lstm_stack(sd, prefix, where):
             raise CheckpointError(f"{where}: {k}: unexpected tensor in an LSTM")
         if m.group(3):
             raise CheckpointError(f"{where}: {k}: bidirectional LSTMs are not supported (rnntd decodes causally)")
-        if m.group(1) == "weight_hr":
+        if m.group(1) == "weight_hr" and not proj:
             raise CheckpointError(f"{where}: {k}: LSTMs with proj_size are not supported by this importer")
         layers.setdefault(int(m.group(2)), {})[m.group(1)] = v
     if not layers:
@@ -55,12 +56,15 @@ def lstm_stack(sd, prefix, where):
             if name not in layers[i]:
                 raise CheckpointError(f"{where}: {prefix}{name}_l{i}: missing")
         L = layers[i]
-        H = L["weight_hh"].shape[1]
-        for name, shape in (("weight_ih", (4 * H, L["weight_ih"].shape[1])), ("weight_hh", (4 * H, H)),
-                            ("bias_ih", (4 * H,)), ("bias_hh", (4 * H,))):
+        H = L["bias_ih"].shape[0] // 4
+        R = L["weight_hr"].shape[0] if "weight_hr" in L else H
+        shapes = [("weight_ih", (4 * H, L["weight_ih"].shape[1])), ("weight_hh", (4 * H, R)), ("bias_ih", (4 * H,)),
+                  ("bias_hh", (4 * H,))] + ([("weight_hr", (R, H))] if "weight_hr" in L else [])
+        for name, shape in shapes:
             if tuple(L[name].shape) != shape:
                 raise CheckpointError(f"{where}: {prefix}{name}_l{i}: shape {list(L[name].shape)}, expected {list(shape)}")
-        out.append((L["weight_ih"], L["weight_hh"], L["bias_ih"], L["bias_hh"]))
+        t = (L["weight_ih"], L["weight_hh"], L["bias_ih"], L["bias_hh"])
+        out.append(t + (L.get("weight_hr"),) if proj else t)
     return out
 
 

@@ -1,12 +1,11 @@
 """Writes tests/data/nemo/models/: tiny NeMo LSTM transducers built and saved by NeMo itself (random
-weights, RNNEncoder with stacking subsampling, RNNTDecoder, RNNTJoint; characters; plain RNN-T and
-multi-blank with big blanks [2, 4]) and NeMo's own greedy transcripts of fixed audio, per utterance
-(`greedy`) and batched (`greedy_batch`), so that an importer can be held to NeMo without NeMo. Run once:
+weights, RNNEncoder with stacking subsampling, RNNTDecoder, RNNTJoint; characters: plain RNN-T and
+multi-blank with big blanks [2, 4]; with --bpe also a SentencePiece BPE model, EncDecRNNTBPEModel,
+multi-blank [2, 4], its tokenizer trained by NeMo's sentencepiece on a few sentences written here) and
+NeMo's own greedy transcripts of fixed audio, per utterance (`greedy`) and batched (`greedy_batch`), so
+that rnntd_import.nemo can be held to NeMo without NeMo. Run once:
 
-    cd models && ../.venv-nemo/bin/python -m rnntd_import.make_nemo_fixture --out ../tests/data/nemo/models
-
-Groundwork: rnntd does not convert these yet (NeMo's RNNEncoder uses LSTMs with proj_size and a
-LayerNorm after every layer, which the format does not have; models/README.md).
+    cd models && ../.venv-nemo/bin/python -m rnntd_import.make_nemo_fixture --out ../tests/data/nemo/models [--bpe]
 """
 import argparse
 import json
@@ -30,13 +29,35 @@ def read_wav(path):
         return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
 
 
-def config(big_blanks):
+# Text for the BPE tokenizer: sentences written for this fixture (no corpus is read).
+BPE_TEXT = ["the quick model reads the audio and writes the words it hears",
+            "a transducer emits a label or a blank at every frame of the encoder",
+            "big blanks skip two or four frames at once when nothing is said",
+            "these words only teach the tokenizer which pieces to keep"] * 8
+
+
+def train_bpe(out_dir, vocab_size=40):
+    """A SentencePiece BPE model in out_dir (tokenizer.model, tokenizer.vocab, vocab.txt) as NeMo's
+    tokenizer scripts make it."""
+    from nemo.collections.common.tokenizers.sentencepiece_tokenizer import create_spt_model
+    os.makedirs(out_dir, exist_ok=True)
+    text = os.path.join(out_dir, "text.txt")
+    with open(text, "w") as fh:
+        fh.write("\n".join(BPE_TEXT) + "\n")
+    create_spt_model(text, vocab_size, sample_size=-1, do_lower_case=True, output_dir=out_dir, tokenizer_type="bpe",
+                     character_coverage=1.0)
+    os.remove(text)
+    return out_dir
+
+
+def config(big_blanks, tokenizer_dir=None):
     from omegaconf import OmegaConf
     loss = {"loss_name": "default"}
     if big_blanks:
         loss = {"loss_name": "multiblank_rnnt", "multiblank_rnnt_kwargs": {"big_blank_durations": big_blanks, "sigma": 0.05}}
-    return OmegaConf.create({
-        "sample_rate": 16000, "labels": LABELS, "model_defaults": {"enc_hidden": 32, "pred_hidden": 24},
+    extra = {"tokenizer": {"dir": tokenizer_dir, "type": "bpe"}} if tokenizer_dir else {"labels": LABELS}
+    return OmegaConf.create(dict(extra, **{
+        "sample_rate": 16000, "model_defaults": {"enc_hidden": 32, "pred_hidden": 24},
         "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
                          "normalize": "per_feature", "window_size": 0.025, "window_stride": 0.01, "window": "hann",
                          "features": 80, "n_fft": 512, "frame_splicing": 1, "dither": 0.00001, "pad_to": 16},
@@ -49,10 +70,19 @@ def config(big_blanks):
         "joint": {"_target_": "nemo.collections.asr.modules.RNNTJoint", "log_softmax": None, "preserve_memory": False,
                   "fuse_loss_wer": False, "num_extra_outputs": len(big_blanks),
                   "jointnet": {"joint_hidden": 40, "activation": "relu", "dropout": 0.0}},
+        # model_type multiblank: NeMo's BPE decoding (RNNTBPEDecoding) takes the blank as V + n only
+        # then, and V otherwise (its character decoding always takes V + n)
         "decoding": dict({"strategy": "greedy", "greedy": {"max_symbols": 5}},
-                         **({"big_blank_durations": big_blanks} if big_blanks else {})),
+                         **({"big_blank_durations": big_blanks, "model_type": "multiblank"} if big_blanks else {})),
         "loss": loss, "optim": None, "train_ds": None, "validation_ds": None, "test_ds": None,
-    })
+    }))
+
+
+def labels_of(m):
+    """The model's output labels by id (characters, or the tokenizer's pieces)."""
+    if hasattr(m, "tokenizer"):
+        return [m.tokenizer.ids_to_tokens([i])[0] for i in range(m.tokenizer.vocab_size)]
+    return LABELS
 
 
 def transcribe(m, strategy, waves):
@@ -69,7 +99,8 @@ def transcribe(m, strategy, waves):
         h = hyps[0] if not isinstance(hyps, tuple) else hyps[0][0]
         h = h[0] if isinstance(h, list) else h
         ys = h.y_sequence.tolist() if torch.is_tensor(h.y_sequence) else list(h.y_sequence)
-        out.append({"tokens": [int(t) for t in ys], "text": "".join(LABELS[t] for t in ys if t < len(LABELS)),
+        labels = labels_of(m)
+        out.append({"tokens": [int(t) for t in ys], "text": "".join(labels[t] for t in ys if t < len(labels)),
                     "feature_frames": int(flen[0]), "encoder_frames": int(elen[0])})
     return out
 
@@ -77,19 +108,36 @@ def transcribe(m, strategy, waves):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--bpe", action="store_true", help="also the SentencePiece BPE model (bpe-multiblank)")
     a = ap.parse_args(argv)
+    import tempfile
+
     import nemo
-    from nemo.collections.asr.models import EncDecRNNTModel
+    from nemo.collections.asr.models import EncDecRNNTBPEModel, EncDecRNNTModel
     os.makedirs(a.out, exist_ok=True)
     waves = [read_wav(os.path.join(ROOT, c)) for c in CLIPS]
     index = {"nemo_toolkit": nemo.__version__, "torch": torch.__version__, "clips": CLIPS, "models": {}}
-    for name, bb, seed in (("char-plain", [], 1), ("char-multiblank", [2, 4], 2)):
+    index_path = os.path.join(a.out, "index.json")
+    if os.path.exists(index_path):  # keep the models made before (a rerun with --bpe adds one)
+        with open(index_path) as fh:
+            old = json.load(fh)
+        if old.get("clips") == CLIPS:
+            index["models"] = old["models"]
+    todo = [("char-plain", [], 1, False), ("char-multiblank", [2, 4], 2, False)]
+    if a.bpe:
+        todo = [m for m in todo if m[0] not in index["models"]] + [("bpe-multiblank", [2, 4], 3, True)]
+    tokdir = tempfile.mkdtemp()
+    for name, bb, seed, bpe in todo:
         torch.manual_seed(seed)
-        m = EncDecRNNTModel(cfg=config(bb)).eval()
+        if bpe:
+            m = EncDecRNNTBPEModel(cfg=config(bb, train_bpe(tokdir))).eval()
+        else:
+            m = EncDecRNNTModel(cfg=config(bb)).eval()
         # A random joint emits a label at (nearly) every step: the blank's (and the big blanks') output
         # bias is bisected until NeMo's own greedy decoding gives about 0.4 labels per encoder frame.
         out = m.joint.joint_net[-1]
-        blanks = list(range(len(LABELS), len(LABELS) + len(bb) + 1))
+        V = len(labels_of(m))
+        blanks = list(range(V, V + len(bb) + 1))
         base = out.bias.detach().clone()
         lo, hi = -10.0, 30.0
         frames = None

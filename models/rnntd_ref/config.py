@@ -47,6 +47,13 @@ class LayerConfig:
     input: int
     hidden: int
     time_stack: int = 1
+    proj: int = 0              # encoder only: a projection LSTM (h = W_hr (o * phi(c)), P = proj < hidden); 0 = none
+    layer_norm: bool = False   # encoder only: LayerNorm (eps 1e-5, weight and bias) over the layer's output
+
+    @property
+    def out(self):
+        """Width of the layer's output (and of its recurrent state h)."""
+        return self.proj if self.proj else self.hidden
 
 
 @dataclass
@@ -103,6 +110,7 @@ class ModelConfig:
     vocab_size: int
     big_blank_durations: List[int] = field(default_factory=list)
     max_symbols: int = 10
+    stacking_tail: str = "pad"   # pad: ceil(T/k) stacked frames (zero padded) | drop: floor(T/k) (NeMo)
     format: str = FORMAT_NAME
     version: int = FORMAT_VERSION
 
@@ -121,7 +129,7 @@ class ModelConfig:
 
     @property
     def encoder_hidden(self):
-        return self.encoder.layers[-1].hidden
+        return self.encoder.layers[-1].out
 
     @property
     def predictor_hidden(self):
@@ -136,7 +144,7 @@ class ModelConfig:
 
     def encoder_frames(self, frames):
         """Encoder frames produced from `frames` input frames (ceil at every stacking)."""
-        t = -(-frames // self.frame_stacking)
+        t = frames // self.frame_stacking if self.stacking_tail == "drop" else -(-frames // self.frame_stacking)
         for layer in self.encoder.layers:
             t = -(-t // layer.time_stack)
         return t
@@ -159,7 +167,8 @@ _FRONTEND_KEYS = [
 # files of models that do not use them stay as they were.
 _FRONTEND_OPTIONAL_SAVE = {"pad_mode": "reflect", "log_guard": "max", "spectrum_offset": 0.0, "length": "frames"}
 _TOP_KEYS = ["format", "version", "name", "frontend", "feature_dim", "frame_stacking", "lstm_activation",
-             "encoder", "predictor", "joint", "vocab_size", "big_blank_durations", "max_symbols"]
+             "encoder", "predictor", "joint", "vocab_size", "big_blank_durations", "max_symbols", "stacking_tail"]
+_TOP_OPTIONAL = {"stacking_tail"}
 _CHOICES = {
     "frontend.window": ("hann", "hamming", "povey"),
     "frontend.mel_scale": ("slaney", "htk"),
@@ -170,6 +179,7 @@ _CHOICES = {
     "frontend.length": ("frames", "hop_ceil"),
     "lstm_activation": ("hard", "soft"),
     "joint.activation": ("relu", "tanh"),
+    "stacking_tail": ("pad", "drop"),
 }
 # Ranges beyond FORMAT.md's general rules, the same as the C loader's (engine/model_load.c).
 _FRONTEND_RANGES = {
@@ -247,7 +257,7 @@ def _scalar(ctx, node, key, kind):
     return text
 
 
-def _layers(ctx, node, key):
+def _layers(ctx, node, key, encoder=False):
     if not isinstance(node, yaml.SequenceNode):
         raise ctx.err(node, key, "expected a list of layers")
     if not node.value:
@@ -255,11 +265,16 @@ def _layers(ctx, node, key):
     out = []
     for i, item in enumerate(node.value):
         k = f"{key}[{i}]"
-        m = _mapping(ctx, item, k, [("input", False), ("hidden", False), ("time_stack", True)])
+        m = _mapping(ctx, item, k, [("input", False), ("hidden", False), ("time_stack", True), ("proj", True),
+                                    ("layer_norm", True)])
         layer = LayerConfig(input=_scalar(ctx, m["input"], k + ".input", int),
                             hidden=_scalar(ctx, m["hidden"], k + ".hidden", int))
         if "time_stack" in m:
             layer.time_stack = _scalar(ctx, m["time_stack"], k + ".time_stack", int)
+        if "proj" in m:
+            layer.proj = _scalar(ctx, m["proj"], k + ".proj", int)
+        if "layer_norm" in m:
+            layer.layer_norm = _scalar(ctx, m["layer_norm"], k + ".layer_norm", bool)
         out.append((layer, m))
     return out
 
@@ -297,7 +312,7 @@ def parse_config(text, path="model.yaml"):
         raise ValueError(f"{path}: expected exactly one YAML document")
     root = docs[0]
     idx = _NodeIndex()
-    top = _mapping(ctx, root, "", [(k, False) for k in _TOP_KEYS])
+    top = _mapping(ctx, root, "", [(k, k in _TOP_OPTIONAL) for k in _TOP_KEYS])
     for k, n in top.items():
         idx.add(k, n)
     fmt = _scalar(ctx, top["format"], "format", str)
@@ -346,6 +361,7 @@ def parse_config(text, path="model.yaml"):
         vocab_size=_scalar(ctx, top["vocab_size"], "vocab_size", int),
         big_blank_durations=durations,
         max_symbols=_scalar(ctx, top["max_symbols"], "max_symbols", int),
+        stacking_tail=_scalar(ctx, top["stacking_tail"], "stacking_tail", str) if "stacking_tail" in top else "pad",
         format=fmt, version=version,
     )
     try:
@@ -427,11 +443,15 @@ def validate(cfg):
         _check_int(k + ".input", layer.input, 1, MAX_SIZE)
         _check_int(k + ".hidden", layer.hidden, 1, MAX_SIZE)
         _check_int(k + ".time_stack", layer.time_stack, 1, 16)
+        if layer.proj:
+            _check_int(k + ".proj", layer.proj, 1, layer.hidden - 1)
+        if type(layer.layer_norm) is not bool:
+            raise ConfigError(k + ".layer_norm", f"must be true or false, got {layer.layer_norm!r}")
         if layer.input != expect:
             why = ("feature_dim * frame_stacking" if i == 0 else
-                   f"encoder.layers[{i - 1}].hidden * time_stack")
+                   f"encoder.layers[{i - 1}] output (proj or hidden) * time_stack")
             raise ConfigError(k + ".input", f"must equal {why} = {expect}, got {layer.input}")
-        expect = layer.hidden * layer.time_stack
+        expect = layer.out * layer.time_stack
     if cfg.encoder.layers[-1].time_stack != 1:
         # The joint reads He = the last layer's hidden size (FORMAT.md, joint.enc.weight [J, He]).
         raise ConfigError(f"encoder.layers[{len(cfg.encoder.layers) - 1}].time_stack",
@@ -448,6 +468,8 @@ def validate(cfg):
         _check_int(k + ".hidden", layer.hidden, 1, MAX_SIZE)
         if layer.time_stack != 1:
             raise ConfigError(k + ".time_stack", "is only allowed in the encoder")
+        if layer.proj or layer.layer_norm:
+            raise ConfigError(k + (".proj" if layer.proj else ".layer_norm"), "is only allowed in the encoder")
         if layer.input != expect:
             why = "predictor.embedding" if i == 0 else f"predictor.layers[{i - 1}].hidden"
             raise ConfigError(k + ".input", f"must equal {why} = {expect}, got {layer.input}")
@@ -466,6 +488,10 @@ def validate(cfg):
         if v in d[:i]:
             raise ConfigError(f"big_blank_durations[{i}]", f"duplicate duration {v}")
     _check_int("max_symbols", cfg.max_symbols, 1, 1000)
+    if cfg.stacking_tail not in _CHOICES["stacking_tail"]:
+        raise ConfigError("stacking_tail", f"must be pad or drop, got {cfg.stacking_tail!r}")
+    if cfg.stacking_tail == "drop" and cfg.frontend.length == "hop_ceil":
+        raise ConfigError("stacking_tail", "drop can not be combined with frontend.length: hop_ceil")
     return cfg
 
 
@@ -499,6 +525,10 @@ def _layer_line(layer):
     parts = [f"input: {layer.input}", f"hidden: {layer.hidden}"]
     if layer.time_stack != 1:
         parts.append(f"time_stack: {layer.time_stack}")
+    if layer.proj:
+        parts.append(f"proj: {layer.proj}")
+    if layer.layer_norm:
+        parts.append("layer_norm: true")
     return "    - {" + ", ".join(parts) + "}"
 
 
@@ -528,6 +558,8 @@ def config_to_yaml(cfg):
               f"vocab_size: {cfg.vocab_size}",
               "big_blank_durations: [" + ", ".join(str(d) for d in cfg.big_blank_durations) + "]",
               f"max_symbols: {cfg.max_symbols}"]
+    if cfg.stacking_tail != "pad":
+        lines.append(f"stacking_tail: {cfg.stacking_tail}")
     return "\n".join(lines) + "\n"
 
 

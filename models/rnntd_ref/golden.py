@@ -88,6 +88,14 @@ CASES = [
               predictor_hidden=[13], joint_dim=9, joint_activation="tanh", vocab_size=6,
               big_blank_durations=[5, 2], max_symbols=4, lstm_activation="soft", normalize="none"),
          seed=601, label_rate=0.3, blank_rate=0.5, dtype="BF16"),
+    Case("soft_proj_ln",
+         "NeMo's RNNEncoder pieces: projection LSTMs and per-layer LayerNorm (layer 0 both, time_stack 2; "
+         "layer 1 LayerNorm only; layer 2 projection only), soft LSTMs, big blank [2], frame stacking 2",
+         dict(feature_dim=7, frame_stacking=2, encoder_hidden=[16, 14, 12], time_stacks=[2, 1, 1], projs=[9, 0, 7],
+              layer_norms=[True, True, False], embedding=6, predictor_hidden=[11], joint_dim=10,
+              joint_activation="relu", vocab_size=8, big_blank_durations=[2], max_symbols=3, lstm_activation="soft",
+              normalize="none"),
+         seed=701, label_rate=0.3, blank_rate=0.5),
 ]
 
 

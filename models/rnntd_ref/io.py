@@ -28,11 +28,16 @@ def expected_shapes(cfg):
         if part == "predictor":
             shapes["predictor.embedding"] = (cfg.vocab_size + 1, cfg.predictor.embedding)
         for i, layer in enumerate(layers):
-            H = layer.hidden
+            H, R = layer.hidden, layer.out
             shapes[f"{part}.lstm.{i}.weight_ih"] = (4 * H, layer.input)
-            shapes[f"{part}.lstm.{i}.weight_hh"] = (4 * H, H)
+            shapes[f"{part}.lstm.{i}.weight_hh"] = (4 * H, R)
             shapes[f"{part}.lstm.{i}.bias_ih"] = (4 * H,)
             shapes[f"{part}.lstm.{i}.bias_hh"] = (4 * H,)
+            if layer.proj:
+                shapes[f"{part}.lstm.{i}.weight_hr"] = (R, H)
+            if layer.layer_norm:
+                shapes[f"{part}.lstm.{i}.norm.weight"] = (R,)
+                shapes[f"{part}.lstm.{i}.norm.bias"] = (R,)
     J = cfg.joint.dim
     shapes["joint.enc.weight"] = (J, cfg.encoder_hidden)
     shapes["joint.enc.bias"] = (J,)

@@ -67,19 +67,45 @@ def stack_frames(x, k):
 # ---------------------------------------------------------------- modules
 
 
-class LSTMLayer(nn.Module):
-    """One LSTM layer; parameters named like FORMAT.md: weight_ih [4H, I], weight_hh [4H, H],
-    bias_ih [4H], bias_hh [4H]."""
+LAYER_NORM_EPS = 1e-5
 
-    def __init__(self, input_size, hidden_size, activation):
+
+class LayerNorm(nn.Module):
+    """FORMAT.md's per-layer LayerNorm: (x - mean) / sqrt(var + 1e-5) * weight + bias over the last
+    dimension, var the biased variance (torch.nn.LayerNorm's definition)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.bias = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + LAYER_NORM_EPS) * self.weight + self.bias
+
+
+class LSTMLayer(nn.Module):
+    """One LSTM layer; parameters named like FORMAT.md: weight_ih [4H, I], weight_hh [4H, R],
+    bias_ih [4H], bias_hh [4H], with R = H, or R = P for a projection LSTM, which also has weight_hr
+    [P, H] (h = W_hr (o * phi(c)), torch.nn.LSTM's proj_size). layer_norm: a LayerNorm (norm.weight,
+    norm.bias [R]) applied to the layer's output, not to the recurrent state."""
+
+    def __init__(self, input_size, hidden_size, activation, proj=0, layer_norm=False):
         super().__init__()
         self.input_size, self.hidden_size, self.activation = input_size, hidden_size, activation
         H = hidden_size
+        self.out_size = proj if proj else H
         self.weight_ih = nn.Parameter(torch.empty(4 * H, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(4 * H, H))
+        self.weight_hh = nn.Parameter(torch.empty(4 * H, self.out_size))
         self.bias_ih = nn.Parameter(torch.empty(4 * H))
         self.bias_hh = nn.Parameter(torch.empty(4 * H))
+        if proj:
+            self.weight_hr = nn.Parameter(torch.empty(proj, H))
+        else:
+            self.weight_hr = None
         self.reset_parameters()
+        self.norm = LayerNorm(self.out_size) if layer_norm else None
 
     def reset_parameters(self):
         bound = 1.0 / math.sqrt(self.hidden_size)  # as torch.nn.LSTM
@@ -87,36 +113,45 @@ class LSTMLayer(nn.Module):
             nn.init.uniform_(p, -bound, bound)
 
     def zero_state(self, batch_shape=(), like=None):
-        z = like.new_zeros(tuple(batch_shape) + (self.hidden_size,))
-        return z, z.clone()
+        h = like.new_zeros(tuple(batch_shape) + (self.out_size,))
+        return h, like.new_zeros(tuple(batch_shape) + (self.hidden_size,))
+
+    def _cell(self, a, c):
+        h, c = lstm_cell(a, c, self.activation)
+        if self.weight_hr is not None:
+            h = h @ self.weight_hr.t()
+        return h, c
 
     def step(self, x, state):
-        """One time step: x [..., I], state (h, c) [..., H] -> (h, c)."""
+        """One time step: x [..., I], state (h, c) [..., R], [..., H] -> (h, c). No LayerNorm: the
+        predictor has none (FORMAT.md)."""
         h, c = state
         a = (x @ self.weight_ih.t() + self.bias_ih) + (h @ self.weight_hh.t() + self.bias_hh)
-        return lstm_cell(a, c, self.activation)
+        return self._cell(a, c)
 
     def forward(self, x):
-        """Whole sequence from zero state: x [..., T, I] -> y [..., T, H]."""
+        """Whole sequence from zero state: x [..., T, I] -> y [..., T, R] (after the LayerNorm, if any)."""
         T = x.shape[-2]
         xw = x @ self.weight_ih.t() + self.bias_ih  # the input GEMM for all steps at once
         h, c = self.zero_state(x.shape[:-2], like=x)
         ys = []
         for t in range(T):
             a = xw[..., t, :] + (h @ self.weight_hh.t() + self.bias_hh)
-            h, c = lstm_cell(a, c, self.activation)
+            h, c = self._cell(a, c)
             ys.append(h)
         if not ys:
-            return x.new_zeros(x.shape[:-1] + (self.hidden_size,))
-        return torch.stack(ys, dim=-2)
+            return x.new_zeros(x.shape[:-1] + (self.out_size,))
+        y = torch.stack(ys, dim=-2)
+        return self.norm(y) if self.norm is not None else y
 
 
 class Frontend(nn.Module):
     """Stages 1-2: normalisation with the buffers `mean`, `std` (normalize: global) and frame stacking."""
 
-    def __init__(self, feature_dim, stacking, normalize):
+    def __init__(self, feature_dim, stacking, normalize, stacking_tail="pad"):
         super().__init__()
         self.feature_dim, self.stacking, self.normalize = feature_dim, stacking, normalize
+        self.drop_tail = stacking_tail == "drop"
         if normalize == "global":
             self.register_buffer("mean", torch.zeros(feature_dim))
             self.register_buffer("std", torch.ones(feature_dim))
@@ -136,6 +171,8 @@ class Frontend(nn.Module):
             x = per_feature_normalize(x)
         if lengths is not None:
             x = x * _time_mask(lengths, x.shape[-2], x)
+        if self.drop_tail:  # stacking_tail: drop: the partial last group of frames is not an encoder input
+            x = x[..., : x.shape[-2] // self.stacking * self.stacking, :]
         x = stack_frames(x, self.stacking)
         if self.normalize == "per_feature_stacked":
             if x.dim() != 2:
@@ -160,7 +197,7 @@ def per_feature_normalize(x):
 class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.lstm = nn.ModuleList(LSTMLayer(layer.input, layer.hidden, cfg.lstm_activation)
+        self.lstm = nn.ModuleList(LSTMLayer(layer.input, layer.hidden, cfg.lstm_activation, layer.proj, layer.layer_norm)
                                   for layer in cfg.encoder.layers)
         self.time_stacks = [layer.time_stack for layer in cfg.encoder.layers]
 
@@ -242,7 +279,7 @@ class RNNTModel(nn.Module):
         super().__init__()
         validate(cfg)
         self.cfg = cfg
-        self.frontend = Frontend(cfg.feature_dim, cfg.frame_stacking, cfg.frontend.normalize)
+        self.frontend = Frontend(cfg.feature_dim, cfg.frame_stacking, cfg.frontend.normalize, cfg.stacking_tail)
         self.encoder = Encoder(cfg)
         self.predictor = Predictor(cfg)
         self.joint = Joint(cfg)
@@ -284,7 +321,8 @@ class RNNTModel(nn.Module):
         feats = self._input(feats)
         feat_lens = torch.as_tensor(feat_lens, dtype=torch.long, device=feats.device)
         x = self.frontend(feats, feat_lens)
-        lens = -(-feat_lens // self.cfg.frame_stacking)
+        k = self.cfg.frame_stacking
+        lens = feat_lens // k if self.cfg.stacking_tail == "drop" else -(-feat_lens // k)
         f, _, lens = self.encoder(x, lens)
         return f, lens
 

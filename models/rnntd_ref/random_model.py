@@ -44,15 +44,19 @@ PRESETS = {
 
 def build_config(name="random", feature_dim=80, frame_stacking=1, encoder_hidden=(64,), time_stacks=None,
                  embedding=32, predictor_hidden=(64,), joint_dim=64, joint_activation="relu", vocab_size=28,
-                 big_blank_durations=(), max_symbols=10, lstm_activation="hard", normalize="global"):
-    """A validated ModelConfig; layer input sizes follow from the chain rules of FORMAT.md."""
+                 big_blank_durations=(), max_symbols=10, lstm_activation="hard", normalize="global",
+                 projs=None, layer_norms=None):
+    """A validated ModelConfig; layer input sizes follow from the chain rules of FORMAT.md. projs /
+    layer_norms: per encoder layer, a projection size (0 = none) and whether it has a LayerNorm."""
     time_stacks = list(time_stacks or [1] * len(encoder_hidden))
-    if len(time_stacks) != len(encoder_hidden):
-        raise ValueError("time_stacks needs one entry per encoder layer")
+    projs = list(projs or [0] * len(encoder_hidden))
+    layer_norms = list(layer_norms or [False] * len(encoder_hidden))
+    if not len(time_stacks) == len(projs) == len(layer_norms) == len(encoder_hidden):
+        raise ValueError("time_stacks, projs and layer_norms need one entry per encoder layer")
     enc, inp = [], feature_dim * frame_stacking
-    for h, s in zip(encoder_hidden, time_stacks):
-        enc.append(LayerConfig(input=inp, hidden=h, time_stack=s))
-        inp = h * s
+    for h, s, p, ln in zip(encoder_hidden, time_stacks, projs, layer_norms):
+        enc.append(LayerConfig(input=inp, hidden=h, time_stack=s, proj=p, layer_norm=bool(ln)))
+        inp = enc[-1].out * s
     pred, inp = [], embedding
     for h in predictor_hidden:
         pred.append(LayerConfig(input=inp, hidden=h))
@@ -99,6 +103,12 @@ def randomize_(model, rng, weight_scale=1.0):
             a = rng.uniform(0.5, 3.0, size=shape).astype(np.float32)
         elif name == "predictor.embedding":
             a = rng.standard_normal(size=shape).astype(np.float32)
+        elif name.endswith(".norm.weight"):  # LayerNorm gains around 1
+            a = rng.uniform(0.5, 1.5, size=shape).astype(np.float32)
+        elif name.endswith(".norm.bias"):
+            a = rng.uniform(-0.5, 0.5, size=shape).astype(np.float32)
+        elif name.endswith(".weight_hr"):
+            a = _uniform(rng, shape, weight_scale / math.sqrt(shape[1]))
         elif ".lstm." in name:
             H = shape[0] // 4
             a = _uniform(rng, shape, weight_scale / math.sqrt(H))

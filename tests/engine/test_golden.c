@@ -66,7 +66,7 @@ static int check_case(const char *dir)
     int n = atoi(nu);
     free(nu);
     assert_true(n > 0);
-    const int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden, Hp = m->pred[m->n_pred - 1].hidden;
+    const int J = m->joint_dim, He = rnnt_lstm_out(&m->enc[m->n_enc - 1]), Hp = m->pred[m->n_pred - 1].hidden;
     rnnt_input *in = calloc((size_t)n, sizeof *in);
     float **feats = calloc((size_t)n, sizeof *feats);
     int32_t **want_tok = calloc((size_t)n, sizeof *want_tok), **want_frm = calloc((size_t)n, sizeof *want_frm);
@@ -106,7 +106,7 @@ static int check_case(const char *dir)
             int64_t rl, cl;
             snprintf(name, sizeof name, "utt%d.encoder.layer%d", b, l);
             float *wl = get_f32(&g, name, &rl, &cl);
-            assert_int_equal(cl, m->enc[l].hidden);
+            assert_int_equal(cl, rnnt_lstm_out(&m->enc[l]));
             snprintf(name, sizeof name, "%s utt%d encoder layer %d", dir, b, l);
             expect_close(name, layer_out[l], wl, (size_t)rl * cl);
             free(wl);

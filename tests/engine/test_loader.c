@@ -74,6 +74,14 @@ static void m_short_duration(const char *d) { yaml_edit(d, "[2, 3]", "[1, 3]"); 
 static void m_feature_dim(const char *d) { yaml_edit(d, "feature_dim: 6", "feature_dim: 7"); }
 static void m_missing_key(const char *d) { yaml_edit(d, "vocab_size: 4\n", ""); }
 static void m_activation(const char *d) { yaml_edit(d, "lstm_activation: hard", "lstm_activation: relu"); }
+/* projection LSTMs and LayerNorm (NeMo's RNNEncoder) */
+static void m_proj_too_big(const char *d) { yaml_edit(d, "{input: 20, hidden: 9}", "{input: 20, hidden: 9, proj: 9}"); }
+static void m_proj_no_weight(const char *d) { yaml_edit(d, "{input: 20, hidden: 9}", "{input: 20, hidden: 9, proj: 8}"); }
+static void m_proj_chain(const char *d) { yaml_edit(d, "{input: 12, hidden: 10, time_stack: 2}", "{input: 12, hidden: 10, time_stack: 2, proj: 6}"); }
+static void m_norm_no_weight(const char *d) { yaml_edit(d, "{input: 20, hidden: 9}", "{input: 20, hidden: 9, layer_norm: true}"); }
+static void m_norm_not_bool(const char *d) { yaml_edit(d, "{input: 20, hidden: 9}", "{input: 20, hidden: 9, layer_norm: 1}"); }
+static void m_pred_proj(const char *d) { yaml_edit(d, "{input: 5, hidden: 7}", "{input: 5, hidden: 7, proj: 3}"); }
+static void m_tail(const char *d) { yaml_edit(d, "max_symbols: 3\n", "max_symbols: 3\nstacking_tail: cut\n"); }
 static void m_last_stack(const char *d) { yaml_edit(d, "{input: 20, hidden: 9}", "{input: 20, hidden: 9, time_stack: 2}"); }
 static void m_root_list(const char *d) { tu_write_file(d, "model.yaml", "- 1\n- 2\n", 8); }
 static void m_empty_yaml(const char *d) { tu_write_file(d, "model.yaml", "", 0); }
@@ -202,6 +210,13 @@ static const bad_case cases[] = {
     {"missing key", m_missing_key, {"model.yaml:", "vocab_size: required key is missing"}},
     {"bad activation", m_activation, {"model.yaml:18:", "lstm_activation: 'relu' is not one of: hard, soft"}},
     {"time stack on last layer", m_last_stack, {"encoder.layers[1].time_stack: the last layer cannot stack time"}},
+    {"proj not below hidden", m_proj_too_big, {"model.yaml:22:", "encoder.layers[1].proj: 9, must be smaller than hidden 9"}},
+    {"proj without weight_hr", m_proj_no_weight, {"weights.safetensors:", "encoder.lstm.1.weight_hh' has shape [36, 9], expected [36, 8]"}},
+    {"proj breaks the chain", m_proj_chain, {"encoder.layers[1].input: 20, expected 12 (proj 6 x time_stack 2 of layer 0)"}},
+    {"layer_norm without weights", m_norm_no_weight, {"missing tensor 'encoder.lstm.1.norm.weight'"}},
+    {"layer_norm not a boolean", m_norm_not_bool, {"model.yaml:22:", "encoder.layers[1].layer_norm"}},
+    {"proj in the predictor", m_pred_proj, {"predictor.layers[0].proj: unknown key"}},
+    {"bad stacking_tail", m_tail, {"model.yaml:33:", "stacking_tail: 'cut' is not one of: pad, drop"}},
     {"root is a list", m_root_list, {"model.yaml:1:1:", "top level must be a mapping"}},
     {"empty model.yaml", m_empty_yaml, {"model.yaml:1:1: the file is empty"}},
     {"f_max above Nyquist", m_fmax, {"frontend.f_max: need f_min < f_max <= sample_rate/2"}},

@@ -5,7 +5,10 @@
 # bench: bench_engine on the MLPerf RNN-T architecture (2 x 1024 LSTM, time stacking x 2, 3 x 1024,
 # 2 x 320 predictor, 512 joint, 29 outputs, max_symbols 30, no big blanks) with random weights, soft
 # activations (the reference's) beside the same model with hard activations.
-#   bash .gpu/nemo/device-import.sh [tokens,bench]
+# nemo: gpu_test_nemo (NeMo's converted transducers give NeMo's greedy tokens on CUDA fp32), the
+# LayerNorm kernel against its CPU twin, and test_cuda_engine on the golden soft_proj_ln and the two
+# NeMo conversions (CUDA fp32 tokens = CPU's; fp16 agreement; graphs, persistent and fused paths).
+#   bash .gpu/nemo/device-import.sh [tokens,bench,nemo]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 steps=${1:-tokens}
@@ -33,6 +36,23 @@ print(f"{same} of {len(ref)} utterances token for token equal to the reference (
 PY
 done
 cd - >/dev/null
+fi
+
+if has nemo; then
+  R=$here/root/tests/data
+  log "gpu_test_nemo"
+  ( export RNNT_TEST_DATA=$R RNNT_TEST_BACKEND=cuda; timeout $(tmo 120) $B/test_nemo ) > "$OUT/test_nemo.log" 2>&1
+  echo "exit $?"; grep -E "clips|PASSED|FAILED|rror" "$OUT/test_nemo.log"
+  log "test_cuda_kernels test_layer_norm"
+  ( export RNNT_TEST_ONLY=test_layer_norm; timeout $(tmo 120) $B/test_cuda_kernels ) > "$OUT/test_layer_norm.log" 2>&1
+  echo "exit $?"; grep -E "layer norm|PASSED|FAILED|rror" "$OUT/test_layer_norm.log"
+  log "test_cuda_engine: golden soft_proj_ln, the NeMo conversions"
+  for t in test_golden test_extra_models; do
+    ( export RNNT_TEST_DATA=$R RNNT_TEST_ONLY=$t RNNT_TEST_GOLDEN=soft_proj_ln \
+        RNNT_GPU_MODELS=$R/nemo/imported/char-plain:$R/nemo/imported/char-multiblank:$R/nemo/imported/bpe-multiblank; timeout $(tmo 200) $B/test_cuda_engine ) \
+      > "$OUT/test_cuda_engine-$t.log" 2>&1
+    echo "$t exit $?"; grep -E "PASSED|FAILED|rror|identical|golden|fp16|model" "$OUT/test_cuda_engine-$t.log" | head -20
+  done
 fi
 
 if has bench; then

@@ -6,7 +6,7 @@
  * bitwise equal to one row at a time), the chunked multi-threaded host staging. Outputs are
  * poisoned with NaN before each launch, so an element the kernel fails to write shows up. Batch
  * invariance is checked bitwise where it is promised. Exits 77 without a GPU; RNNT_TEST_SEED replays;
- * RNNT_TEST_QUICK=1 runs a few cases of each (for compute-sanitizer). */
+ * RNNT_TEST_QUICK=1 runs a few cases of each (for compute-sanitizer); RNNT_TEST_ONLY=glob picks tests. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +27,7 @@ extern "C" {
 #include "cu_encoder.h"
 #include "cu_gemm.h"
 #include "cu_kernels.h"
+#include "cu_layer_norm.h"
 #include "cu_mma_step.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
@@ -270,6 +271,74 @@ static void test_pointwise(void **state)
     check_pointwise(CU_F32, RNNT_ACT_HARD, 3, 20, 1, 1, &seed);
     check_pointwise(CU_F16, RNNT_ACT_HARD, 3, 20, 1, 1, &seed);
     printf("lstm pointwise: %d cases match the CPU twin (masking, pads, NaN propagation included)\n", n);
+}
+
+/* ------------------------------------------------------------------ LayerNorm */
+
+static void check_layer_norm(cu_dtype dt, int B, int T, int R, int ld, uint64_t *seed)
+{
+    size_t n = (size_t)B * T * ld;
+    float *y = host_rand(n, 3.0f, seed), *w = host_rand((size_t)R, 1.5f, seed), *bias = host_rand((size_t)R, 0.5f, seed);
+    for (int j = 0; j < R; j++) y[j] += 5.0f; /* one row far from zero mean */
+    int *len = (int *)malloc((size_t)B * sizeof(int));
+    for (int b = 0; b < B; b++) len[b] = b == 0 ? T : (int)(tu_rand_next(seed) % (T + 1));
+    void *dy = dev_put(y, n, dt); /* rounds y to dt in place: the twin sees what the kernel sees */
+    float *dw = (float *)dev_put(w, (size_t)R, CU_F32), *db = (float *)dev_put(bias, (size_t)R, CU_F32);
+    int *dlen;
+    CK(cudaMalloc(&dlen, (size_t)B * sizeof(int)));
+    CK(cudaMemcpy(dlen, len, (size_t)B * sizeof(int), cudaMemcpyHostToDevice));
+    RK(cu_layer_norm_rows(0, dt, B, T, R, ld, dy, (size_t)T * ld, dlen, dw, db, err, errlen));
+    CK(cudaDeviceSynchronize());
+    float *got = (float *)malloc(n * sizeof(float)), *want = (float *)malloc((size_t)R * sizeof(float));
+    dev_get(got, dy, n, dt);
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *in = y + ((size_t)b * T + t) * ld, *out = got + ((size_t)b * T + t) * ld;
+            if (t >= len[b]) {
+                for (int j = 0; j < ld; j++)
+                    if (out[j] != 0.0f) fail_msg("layer_norm: row (%d, %d) past its length, column %d is %g, not 0", b, t, j, out[j]);
+                continue;
+            }
+            rnnt_cpu_layer_norm(1, R, in, ld, w, bias, want, R);
+            for (int j = 0; j < R; j++) {
+                float wv = rnd_dt(want[j], dt), tol = (dt == CU_F16 ? 4e-3f : 2e-5f) * (1 + fabsf(wv));
+                if (!(fabsf(out[j] - wv) <= tol))
+                    fail_msg("layer_norm %s B=%d T=%d R=%d row (%d, %d) col %d: %g, want %g", dt_name(dt), B, T, R, b, t, j, out[j], wv);
+                if (fabs(out[j] - wv) > worst) worst = fabs(out[j] - wv);
+            }
+            for (int j = R; j < ld; j++)
+                if (memcmp(&out[j], &in[j], 4)) fail_msg("layer_norm: pad column %d of row (%d, %d) changed", j, b, t);
+        }
+    (void)worst;
+    CK(cudaFree(dy));
+    CK(cudaFree(dw));
+    CK(cudaFree(db));
+    CK(cudaFree(dlen));
+    free(y);
+    free(w);
+    free(bias);
+    free(len);
+    free(got);
+    free(want);
+}
+
+static void test_layer_norm(void **state)
+{
+    (void)state;
+    uint64_t seed = g_seed + 3;
+    static const int Bs[] = {1, 3, 17}, Ts[] = {1, 7, 13}, Rs[] = {7, 32, 130};
+    int n = 0;
+    for (int dti = 0; dti < 2; dti++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int ti = 0; ti < 3; ti++)
+                for (int ri = 0; ri < 3; ri++) {
+                    if (g_quick && (bi != 1 || ti != 1)) continue;
+                    int R = Rs[ri], ld = (int)cu_round_up(R, CU_PAD) + (ri == 1 ? CU_PAD : 0);
+                    check_layer_norm((cu_dtype)dti, Bs[bi], Ts[ti], R, ld, &seed);
+                    n++;
+                }
+    printf("layer norm: %d cases match the CPU twin (rows past their length zeroed, pad columns kept)\n", n);
 }
 
 /* ------------------------------------------------------------------ decoding rule */
@@ -1211,7 +1280,7 @@ int main(void)
     g_seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
     printf("seed %llu\n", (unsigned long long)g_seed);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_joint),
+        cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_layer_norm), cmocka_unit_test(test_joint),
         cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_mma_step),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_stage),

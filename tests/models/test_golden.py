@@ -103,7 +103,7 @@ class TestGoldenContents(unittest.TestCase):
             self.assertEqual(u("frontend").shape, (-(-T // cfg.frame_stacking), cfg.feature_dim * cfg.frame_stacking))
             t_l = u("frontend").shape[0]
             for l, layer in enumerate(cfg.encoder.layers):
-                self.assertEqual(u(f"encoder.layer{l}").shape, (t_l, layer.hidden))
+                self.assertEqual(u(f"encoder.layer{l}").shape, (t_l, layer.out))
                 t_l = -(-t_l // layer.time_stack)
             self.assertNotIn(f"utt{b}.encoder.layer{len(cfg.encoder.layers)}", g)
             self.assertEqual(u("encoder").shape, (T_enc, cfg.encoder_hidden))

@@ -186,9 +186,6 @@ class TestMlperfBadCheckpoints(unittest.TestCase):
         self.assertFalse(os.path.exists(out))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 NEMO_FE = os.path.join(refpath.ROOT, "tests", "data", "nemo", "frontend")
 
@@ -263,3 +260,244 @@ class TestNemoFrontend(unittest.TestCase):
             print(f"  {total} tokens over {len(cases)} clips equal")
         finally:
             shutil.rmtree(tmp)
+
+
+NEMO = os.path.join(refpath.ROOT, "tests", "data", "nemo", "models")
+
+
+class TestNemoImport(unittest.TestCase):
+    """The NeMo importer against NeMo's own greedy transcripts (tests/data/nemo/models, written with NeMo
+    2.1.0 by models/rnntd_import/make_nemo_fixture.py): tiny LSTM transducers, RNNEncoder with stacking
+    subsampling x4, projection LSTMs and LayerNorm, characters (plain RNN-T and multi-blank [2, 4]) and
+    SentencePiece BPE (multi-blank [2, 4]). The reference and
+    the C CLI (CPU) must give NeMo's tokens; on these clips NeMo's per-utterance `greedy` and its batched
+    `greedy_batch` (one utterance per batch) agree, so one token list is both."""
+
+    @classmethod
+    def setUpClass(cls):
+        from rnntd_import import nemo
+        cls.tmp = tempfile.mkdtemp()
+        with open(os.path.join(NEMO, "index.json")) as fh:
+            cls.index = json.load(fh)
+        cls.dirs, cls.outs = {}, {}
+        for name, m in cls.index["models"].items():
+            d = os.path.join(cls.tmp, name)
+            rc, cls.outs[name], err = run_import(nemo, [os.path.join(NEMO, m["file"]), d])
+            assert rc == 0, err
+            cls.dirs[name] = d
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def test_report_names_what_was_mapped_and_verified(self):
+        out = self.outs["char-multiblank"]
+        self.assertIn("StackingSubsampling x4", out)
+        self.assertIn("stacking_tail drop", out)
+        self.assertIn("LSTM(hidden 48, proj 32) + LayerNorm(32)", out)
+        self.assertIn("big blanks [2, 4]", out)
+        self.assertIn("featurizer.fb", out)
+        self.assertRegex(out, r"encoder max \|diff\| [0-9.e-]+, predictor max \|diff\| 0")
+        self.assertIn("40 SentencePiece pieces (bpe;", self.outs["bpe-multiblank"])
+
+    def test_nemo_greedy_equals_greedy_batch_on_the_fixtures(self):
+        for name, m in self.index["models"].items():
+            for s in ("greedy", "greedy_batch"):
+                self.assertEqual(len(m["transcripts"][s]), len(self.index["clips"]))
+            self.assertEqual([u["tokens"] for u in m["transcripts"]["greedy"]],
+                             [u["tokens"] for u in m["transcripts"]["greedy_batch"]], name)
+
+    def test_reference_tokens_equal_nemos(self):
+        total = 0
+        for name, m in self.index["models"].items():
+            model, _ = load_model(self.dirs[name])
+            for clip, ref in zip(self.index["clips"], m["transcripts"]["greedy"]):
+                x = log_mel(model.cfg.frontend, torch.from_numpy(read_wav(os.path.join(refpath.ROOT, clip))),
+                            stacking=model.cfg.frame_stacking)
+                self.assertEqual(x.shape[0], ref["feature_frames"], clip)
+                f, _ = model.encode(x)
+                self.assertEqual(f.shape[0], ref["encoder_frames"], clip)
+                toks, _ = greedy_decode(model, x)
+                self.assertEqual([int(t) for t in toks], ref["tokens"], f"{name} {clip}")
+                total += len(toks)
+        self.assertGreater(total, 100)
+
+    def test_committed_conversions_are_current(self):
+        # tests/data/nemo/imported (read by the C tests engine_test_nemo and gpu_test_nemo, which have
+        # no torch) must be exactly what the importer writes today
+        for name, d in self.dirs.items():
+            for f in ("model.yaml", "tokens.txt", "weights.safetensors"):
+                with open(os.path.join(d, f), "rb") as a, open(os.path.join(NEMO, "..", "imported", name, f), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), f"tests/data/nemo/imported/{name}/{f} is stale: rerun "
+                                     f"python3 -m rnntd_import.nemo tests/data/nemo/models/{name}.nemo "
+                                     f"tests/data/nemo/imported/{name} --force")
+
+    def test_engine_cli_tokens_equal_nemos(self):
+        cli = os.environ.get("RNNTD_CLI")
+        if not cli or not os.path.exists(cli):
+            self.skipTest("RNNTD_CLI not set (ctest sets it)")
+        files = [os.path.join(refpath.ROOT, c) for c in self.index["clips"]]
+        for name, m in self.index["models"].items():
+            p = subprocess.run([cli, "--model", self.dirs[name], "--format", "json", "--backend", "cpu"] + files,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+            self.assertEqual(len(got), len(files))
+            for clip, g, ref in zip(self.index["clips"], got, m["transcripts"]["greedy"]):
+                self.assertEqual([t["id"] for t in g["tokens"]], ref["tokens"], f"{name} {clip}")
+                self.assertEqual(g["encoder_frames"], ref["encoder_frames"], f"{name} {clip}")
+
+
+class TestNemoBadCheckpoints(unittest.TestCase):
+    """One-line errors naming what is unsupported or wrong; nothing written."""
+
+    @classmethod
+    def setUpClass(cls):
+        from rnntd_import import nemo
+        cls.nemo = nemo
+        cls.cfg, cls.sd = nemo.read_nemo(os.path.join(NEMO, "char-multiblank.nemo"))
+        cls.tmp = tempfile.mkdtemp()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def err(self, cfg=None, sd=None, files=None):
+        with self.assertRaises(CheckpointError) as cm:
+            self.nemo.convert(cfg if cfg is not None else copy.deepcopy(self.cfg),
+                              sd if sd is not None else dict(self.sd), "x", "m.nemo", files=files)
+        msg = str(cm.exception)
+        self.assertNotIn("\n", msg)
+        return msg
+
+    def cfg_with(self, section, **kv):
+        c = copy.deepcopy(self.cfg)
+        c[section].update(kv)
+        return c
+
+    def test_unsupported_encoders(self):
+        c = self.cfg_with("encoder", _target_="nemo.collections.asr.modules.ConformerEncoder")
+        self.assertIn("encoder._target_: 'nemo.collections.asr.modules.ConformerEncoder' is not supported", self.err(c))
+        self.assertIn("encoder.bidirectional", self.err(self.cfg_with("encoder", bidirectional=True)))
+        self.assertIn("encoder.rnn_type: 'gru'", self.err(self.cfg_with("encoder", rnn_type="gru")))
+        self.assertIn("encoder.subsampling: 'striding'", self.err(self.cfg_with("encoder", subsampling="striding")))
+        self.assertIn("preprocessor.pad_to: 6", self.err(self.cfg_with("preprocessor", pad_to=6)))
+
+    def test_missing_and_unexpected_keys(self):
+        sd = dict(self.sd)
+        del sd["encoder.layers.3.weight_hr_l0"]
+        self.assertIn("encoder.layers.3.weight_hr_l0: missing", self.err(sd=sd))
+        sd = dict(self.sd)
+        del sd["encoder.layers.4.bias"]
+        self.assertIn("encoder.layers.4.bias: missing", self.err(sd=sd))
+        sd = dict(self.sd)
+        del sd["encoder.pre_encode.proj_out.weight"]
+        self.assertIn("encoder.pre_encode.proj_out.weight: missing", self.err(sd=sd))
+        sd = dict(self.sd)
+        sd["encoder.layers.6.weight_ih_l0"] = sd["encoder.layers.3.weight_ih_l0"]
+        self.assertIn("encoder.layers.6.weight_ih_l0: unexpected tensor", self.err(sd=sd))
+        sd = dict(self.sd)
+        sd["encoder.layers.0.weight_ih_l0_reverse"] = sd["encoder.layers.0.weight_ih_l0"]
+        self.assertIn("bidirectional", self.err(sd=sd))
+
+    def test_mismatched_vocabularies(self):
+        c = copy.deepcopy(self.cfg)
+        c["labels"] = c["labels"][:-1]
+        self.assertIn("decoder.vocab_size: 28 differs from the 27 labels", self.err(c))
+        c = copy.deepcopy(self.cfg)
+        c["labels"][3] = c["labels"][2]
+        self.assertIn("labels: repeated label", self.err(c))
+        sd = dict(self.sd)
+        sd["joint.joint_net.1.weight"] = sd["joint.joint_net.1.weight"][:-1]
+        sd["joint.joint_net.1.bias"] = sd["joint.joint_net.1.bias"][:-1]
+        self.assertIn("mismatched vocabulary", self.err(sd=sd))
+        c = copy.deepcopy(self.cfg)
+        c["tokenizer"] = {"type": "bpe", "dir": "tok"}
+        self.assertIn("tokenizer.model_path: missing", self.err(c))
+        c["tokenizer"] = {"type": "wpe", "dir": "tok"}
+        self.assertIn("tokenizer.type: 'wpe' is not supported", self.err(c))
+        c["tokenizer"] = {"type": "bpe", "model_path": "nemo:abc_tokenizer.model"}
+        self.assertIn("abc_tokenizer.model is not in the archive", self.err(c))
+
+    def test_sentencepiece_pieces_read_without_the_library(self):
+        # a ModelProto written field by field: pieces (field 1) of {piece (1), score (2, float), type (3)}
+        def field(num, payload):
+            n, out = len(payload), bytearray([num << 3 | 2])
+            while True:
+                out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+                n >>= 7
+                if not n:
+                    break
+            return bytes(out) + payload
+        import struct
+        want = ["<unk>", "\u2581the", "s", "\u2581caf\u00e9"]
+        proto = b"".join(field(1, field(1, p.encode("utf-8")) + b"\x15" + struct.pack("<f", -1.5) + b"\x18\x01")
+                         for p in want) + field(2, b"\x0a\x00")  # trainer_spec after the pieces
+        self.assertEqual(self.nemo.sentencepiece_pieces(proto), want)
+        with self.assertRaises(ValueError):
+            self.nemo.sentencepiece_pieces(proto[:-5] + b"\x0a\xff")
+        c = copy.deepcopy(self.cfg)
+        c["labels"] = None
+        c["tokenizer"] = {"type": "bpe", "model_path": "nemo:abc_tokenizer.model"}
+        self.assertIn("decoder.vocab_size: 28 differs from the 4 labels",
+                      self.err(c, files={"abc_tokenizer.model": proto}))
+
+    def test_multiblank_settings(self):
+        c = copy.deepcopy(self.cfg)
+        c["decoding"]["big_blank_durations"] = [2, 8]
+        self.assertIn("big_blank_durations differ", self.err(c))
+        c = copy.deepcopy(self.cfg)
+        c["joint"]["num_extra_outputs"] = 1
+        self.assertIn("joint.num_extra_outputs: 1, but 2 big blank durations", self.err(c))
+        c = copy.deepcopy(self.cfg)
+        c["decoding"]["durations"] = [0, 1, 2]
+        self.assertIn("TDT", self.err(c))
+        c = copy.deepcopy(self.cfg)
+        c["joint"]["jointnet"]["activation"] = "sigmoid"
+        self.assertIn("joint.jointnet.activation: 'sigmoid'", self.err(c))
+
+    def test_bpe_multiblank_needs_model_type_multiblank(self):
+        cfg, sd, files = self.nemo.read_nemo(os.path.join(NEMO, "bpe-multiblank.nemo"), with_files=True)
+        self.nemo.convert(copy.deepcopy(cfg), dict(sd), "x", "m.nemo", files=files)  # as saved: converts
+        cfg["decoding"]["model_type"] = "rnnt"
+        self.assertIn("decoding.model_type: 'rnnt', but a multi-blank model with a tokenizer needs multiblank",
+                      self.err(cfg, dict(sd), files))
+
+    def test_cli_one_line_errors_and_nothing_written(self):
+        bad = os.path.join(self.tmp, "bad.nemo")
+        with open(bad, "wb") as fh:
+            fh.write(b"not a tar")
+        out = os.path.join(self.tmp, "out")
+        rc, _, err = run_import(self.nemo, [bad, out])
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("not a .nemo archive", err)
+        self.assertFalse(os.path.exists(out))
+        import tarfile
+        conf = os.path.join(self.tmp, "conformer.nemo")
+        with tarfile.open(conf, "w") as tf:
+            c = copy.deepcopy(self.cfg)
+            c["encoder"]["_target_"] = "nemo.collections.asr.modules.ConformerEncoder"
+            data = yaml_dump(c)
+            ti = tarfile.TarInfo("./model_config.yaml")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+            buf = io.BytesIO()
+            torch.save(self.sd, buf)
+            ti = tarfile.TarInfo("./model_weights.ckpt")
+            ti.size = len(buf.getvalue())
+            tf.addfile(ti, io.BytesIO(buf.getvalue()))
+        rc, _, err = run_import(self.nemo, [conf, out])
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("ConformerEncoder", err)
+        self.assertFalse(os.path.exists(out))
+
+
+def yaml_dump(d):
+    import yaml
+    return yaml.safe_dump(d).encode("utf-8")
+
+
+if __name__ == "__main__":
+    unittest.main()
