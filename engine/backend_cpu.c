@@ -99,7 +99,7 @@ static int pred_hidden_max(const struct rnnt_model *m)
 static size_t dec_layout(const struct rnnt_model *m, int n, float *base, float **x_rows, size_t *XA, float **h_rows, float **c_rows,
                          float **gp_rows, float **ef_rows, float **ep_rows, float **scratch)
 {
-    int E = m->embed_dim, Hp = pred_hidden_max(m), J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
+    int E = m->embed_dim, Hp = pred_hidden_max(m), J = m->joint_dim, He = rnnt_lstm_out(&m->enc[m->n_enc - 1]);
     size_t off = 0, HpA = rnnt_dec_pred_stride(m), xa = align16((size_t)(E > Hp ? E : Hp));
     size_t step = 0;
     for (int l = 0; l < m->n_pred; l++) {
@@ -216,7 +216,7 @@ static int dec_lazy_proj(const struct rnnt_model *m, int n) { return m->n_big > 
 static void dec_enc_proj(const struct rnnt_model *m, int n_act, const int *act, rnnt_dec_state *const *d, const float *const *f,
                          float *const *fp, const int *base, int *proj_t, float *ef_rows, float *ep_rows)
 {
-    const int J = m->joint_dim, He = m->enc[m->n_enc - 1].hidden;
+    const int J = m->joint_dim, He = rnnt_lstm_out(&m->enc[m->n_enc - 1]);
     int need[n_act > 0 ? n_act : 1], n_need = 0;
     for (int i = 0; i < n_act; i++)
         if (proj_t[act[i]] != d[act[i]]->t) need[n_need++] = act[i];
