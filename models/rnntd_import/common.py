@@ -122,9 +122,32 @@ def max_abs(a, b):
     return float((torch.as_tensor(a).double() - torch.as_tensor(b).double()).abs().max()) if torch.as_tensor(a).numel() else 0.0
 
 
+def check_featurizer(sd, prefix, fe, where, notes):
+    """The featurizer's buffers (`{prefix}fb`, `{prefix}window`), where the checkpoint carries them, must
+    be what FORMAT.md computes for the frontend fe; appends what was verified to notes."""
+    fb = sd.get(prefix + "fb")
+    if fb is None:
+        return
+    from rnntd_ref.audio_frontend import _mel_filterbank, _window
+    ours = _mel_filterbank(fe, torch.float64).T
+    if tuple(fb.shape[-2:]) != tuple(ours.shape):
+        raise CheckpointError(f"{where}: {prefix}fb: shape {list(fb.shape)}, expected [1, {ours.shape[0]}, "
+                              f"{ours.shape[1]}] for these settings")
+    d = max_abs(fb.reshape(ours.shape), ours)
+    if d > 1e-6:
+        raise CheckpointError(f"{where}: {prefix}fb: differs from the slaney filterbank by {d:.3g}")
+    notes.append(f"featurizer.fb {list(fb.shape)} = our slaney filterbank (max |diff| {d:.2g})")
+    w = sd.get(prefix + "window")
+    if w is not None:
+        dw = max_abs(w, _window(fe, torch.float64))
+        if w.shape[0] != fe.win_length or dw > 1e-6:
+            raise CheckpointError(f"{where}: {prefix}window: not a symmetric {fe.window} window of {fe.win_length}")
+        notes.append(f"featurizer.window [{w.shape[0]}] = symmetric {fe.window} (max |diff| {dw:.2g})")
+
+
 def random_input(rng, T, D):
     return torch.from_numpy(rng.standard_normal((T, D))).double()
 
 
-__all__ = ["CheckpointError", "load_torch", "lstm_stack", "check_finite", "reference_lstm", "write_model", "max_abs",
+__all__ = ["CheckpointError", "check_featurizer", "load_torch", "lstm_stack", "check_finite", "reference_lstm", "write_model", "max_abs",
            "random_input", "np"]

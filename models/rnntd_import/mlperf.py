@@ -28,7 +28,7 @@ import torch
 from rnntd_ref.config import (EncoderConfig, FrontendConfig, JointConfig, LayerConfig, ModelConfig,
                               PredictorConfig, validate)
 
-from .common import CheckpointError, check_finite, load_torch, lstm_stack, max_abs, reference_lstm, write_model
+from .common import CheckpointError, check_featurizer, check_finite, load_torch, lstm_stack, max_abs, reference_lstm, write_model
 
 # configs/rnnt.toml of the reference: [input_eval], [rnnt] (sizes are read from the checkpoint), [labels]
 DEFAULT_INPUT = dict(normalize="per_feature", sample_rate=16000, window_size=0.02, window_stride=0.01, window="hann",
@@ -148,25 +148,7 @@ def convert(ckpt, inp=None, labels=None, name="mlperf-rnnt", where="checkpoint")
     tokens = ["\u2581" if t == " " else t for t in labels]
     if any(" " in t for t in tokens):
         raise CheckpointError("labels: a label holds a space beside other characters; not representable")
-    # The featurizer's buffers, where the checkpoint carries them, must be what FORMAT.md computes.
-    fb = sd.get("audio_preprocessor.featurizer.fb")
-    if fb is not None:
-        from rnntd_ref.audio_frontend import _mel_filterbank, _window
-        ours = _mel_filterbank(fe, torch.float64).T
-        if tuple(fb.shape[-2:]) != tuple(ours.shape):
-            raise CheckpointError(f"{where}: audio_preprocessor.featurizer.fb: shape {list(fb.shape)}, expected "
-                                  f"[1, {ours.shape[0]}, {ours.shape[1]}] for these settings")
-        d = max_abs(fb.reshape(ours.shape), ours)
-        if d > 1e-6:
-            raise CheckpointError(f"{where}: audio_preprocessor.featurizer.fb: differs from the slaney filterbank by {d:.3g}")
-        notes.append(f"featurizer.fb {list(fb.shape)} = our slaney filterbank (max |diff| {d:.2g})")
-        w = sd.get("audio_preprocessor.featurizer.window")
-        if w is not None:
-            dw = max_abs(w, _window(fe, torch.float64))
-            if w.shape[0] != fe.win_length or dw > 1e-6:
-                raise CheckpointError(f"{where}: audio_preprocessor.featurizer.window: not a symmetric {fe.window} "
-                                      f"window of {fe.win_length}")
-            notes.append(f"featurizer.window [{w.shape[0]}] = symmetric {fe.window} (max |diff| {dw:.2g})")
+    check_featurizer(sd, "audio_preprocessor.featurizer.", fe, where, notes)
     enc_layers = [LayerConfig(input=l[0].shape[1], hidden=l[1].shape[1]) for l in pre + post]
     enc_layers[len(pre) - 1].time_stack = stack
     cfg = ModelConfig(name=name, frontend=fe, feature_dim=F, frame_stacking=k, lstm_activation="soft",

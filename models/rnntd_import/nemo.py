@@ -33,7 +33,7 @@ import yaml
 
 from rnntd_ref.config import EncoderConfig, JointConfig, LayerConfig, ModelConfig, PredictorConfig, validate
 
-from .common import CheckpointError, check_finite, lstm_stack, max_abs, write_model
+from .common import CheckpointError, check_featurizer, check_finite, lstm_stack, max_abs, write_model
 from .nemo_frontend import frontend_from_preprocessor
 
 SPACE = "\u2581"
@@ -368,25 +368,7 @@ def convert(cfg, sd, name, where, files=None):
     if not ms:
         raise CheckpointError("model_config.yaml: decoding.greedy.max_symbols: not set (NeMo then allows unlimited "
                               "labels per frame; rnntd needs a bound)")
-    # The featurizer's buffers must be what FORMAT.md computes for these settings.
-    fb = sd.get("preprocessor.featurizer.fb")
-    if fb is not None:
-        from rnntd_ref.audio_frontend import _mel_filterbank, _window
-        ours = _mel_filterbank(fe, torch.float64).T
-        if tuple(fb.shape[-2:]) != tuple(ours.shape):
-            raise CheckpointError(f"{where}: preprocessor.featurizer.fb: shape {list(fb.shape)}, expected [1, "
-                                  f"{ours.shape[0]}, {ours.shape[1]}] for these settings")
-        d = max_abs(fb.reshape(ours.shape), ours)
-        if d > 1e-6:
-            raise CheckpointError(f"{where}: preprocessor.featurizer.fb: differs from the slaney filterbank by {d:.3g}")
-        notes.append(f"featurizer.fb {list(fb.shape)} = our slaney filterbank (max |diff| {d:.2g})")
-        w = sd.get("preprocessor.featurizer.window")
-        if w is not None:
-            dw = max_abs(w, _window(fe, torch.float64))
-            if w.shape[0] != fe.win_length or dw > 1e-6:
-                raise CheckpointError(f"{where}: preprocessor.featurizer.window: not a symmetric {fe.window} window "
-                                      f"of {fe.win_length}")
-            notes.append(f"featurizer.window [{w.shape[0]}] = symmetric {fe.window} (max |diff| {dw:.2g})")
+    check_featurizer(sd, "preprocessor.featurizer.", fe, where, notes)
     for key, v in said.items():
         notes.append(f"{key} = {v}")
     mcfg = ModelConfig(name=name, frontend=fe, feature_dim=F, frame_stacking=k, lstm_activation="soft",

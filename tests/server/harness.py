@@ -287,6 +287,15 @@ class Daemon:
         self.returncode = self.proc.returncode
         return self.returncode
 
+    def stop_clean(self, sig=signal.SIGTERM):
+        """Stop (SIGTERM by default) and return the log, after checking a clean exit: status 0 and (under
+        ASan/UBSan) no error or leak report."""
+        rc = self.stop(sig)
+        log = self.log()
+        if rc != 0 or "ERROR: AddressSanitizer" in log or "runtime error:" in log:
+            raise AssertionError("rnntd exited %s:\n%s" % (rc, log[-6000:]))
+        return log
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -411,12 +420,10 @@ class DaemonTest(unittest.TestCase):
     def tearDownClass(cls):
         d = getattr(cls, "d", None)
         if d:
-            rc = d.stop()
-            log = d.log()
-            d.close()
-            # A clean exit: status 0, and (under ASan) no leak or error report.
-            if rc != 0 or "ERROR: AddressSanitizer" in log or "runtime error:" in log:
-                raise AssertionError("rnntd exited %s:\n%s" % (rc, log[-6000:]))
+            try:
+                log = d.stop_clean()
+            finally:
+                d.close()
             errors = [l for l in log.splitlines() if "level=error" in l]
             if errors:
                 raise AssertionError("rnntd logged errors:\n" + "\n".join(errors[:20]))

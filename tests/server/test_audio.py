@@ -102,11 +102,10 @@ class Audio(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc = cls.d.stop()
-        log = cls.d.log()
-        cls.d.close()
-        if rc != 0 or "ERROR: AddressSanitizer" in log or "runtime error:" in log:
-            raise AssertionError("rnntd exited %s:\n%s" % (rc, log[-6000:]))
+        try:
+            cls.d.stop_clean()
+        finally:
+            cls.d.close()
 
     def tearDown(self):
         # Whatever a test sent, nothing stays held and a normal client is served.

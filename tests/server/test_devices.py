@@ -68,12 +68,7 @@ class Devices(unittest.TestCase):
         return d
 
     def finish(self, d):
-        rc = d.stop()
-        log = d.log()
-        self.assertEqual(rc, 0, log[-3000:])
-        self.assertNotIn("ERROR: AddressSanitizer", log)
-        self.assertNotIn("runtime error:", log)
-        return log
+        return d.stop_clean()
 
     def texts(self, d, parallel=False):
         out = [None] * len(self.bodies)
