@@ -8,7 +8,8 @@
  *              for a model without big blanks, the joint's encoder projection of every frame;
  *   decoder    cpu_decode_frames: greedy multi-blank decoding (FORMAT.md, stage 6) of every utterance
  *              over the encoder frames that exist, from its rnnt_dec_state (stream.h). Each step
- *              advances the predictor of the utterances that emitted a label (dec_pred_step), projects
+ *              advances the predictor of the utterances that emitted a label (dec_pred_step; its first
+ *              layer's input product comes from a per-label table made once per runner), projects
  *              the frames it reaches for the first time when big blanks may skip frames (dec_enc_proj),
  *              evaluates the joint with argmax for every utterance still inside its frames, and applies
  *              the rule (dec_rule, multiblank.h);
@@ -32,6 +33,8 @@ typedef struct {
     size_t ws_cap;
     float *dws;      /* the decoder's step buffers */
     size_t dws_cap;
+    float *pred_in;  /* [V + 1, 4H]: predictor layer 0's input product of each label's embedding, or NULL */
+    unsigned char *pred_in_made; /* [V + 1]: row made yet (rows are made on a label's first step) */
 } cpu_state;
 
 static double now_s(void)
@@ -41,12 +44,30 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The predictor's first layer sees only embeddings, one of V + 1 rows, so its input product
+ * W_ih e(label) (4H x E MACs a step: 131k of the ~459k a label costs the shipped model) is made once
+ * per label and runner and copied after: the row kernel's bits for a row depend only on that row, and
+ * the step adds W_hh h, then the bias, onto it as before (rnnt_cpu_lstm_step_from_input), so the
+ * tokens keep every bit. A table over this many bytes (a large vocabulary) is not kept. */
+#define CPU_PRED_TABLE_MAX_BYTES ((size_t)16 << 20)
+
 static rnnt_status cpu_create(const struct rnnt_model *m, const rnnt_runner_params *p, void **state, char *err, size_t errlen)
 {
     cpu_state *s = calloc(1, sizeof *s);
     if (!s) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
     s->m = m;
     s->p = *p;
+    size_t rows = (size_t)m->vocab + 1, G = 4 * (size_t)m->pred[0].hidden;
+    if (rows * G * sizeof(float) <= CPU_PRED_TABLE_MAX_BYTES) {
+        s->pred_in = malloc(rows * G * sizeof(float));
+        s->pred_in_made = calloc(rows, 1);
+        if (!s->pred_in || !s->pred_in_made) {
+            free(s->pred_in);
+            free(s->pred_in_made);
+            free(s);
+            return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+        }
+    }
     *state = s;
     return RNNT_OK;
 }
@@ -57,6 +78,8 @@ static void cpu_destroy(void *state)
     if (!s) return;
     free(s->ws);
     free(s->dws);
+    free(s->pred_in);
+    free(s->pred_in_made);
     free(s);
 }
 
@@ -131,15 +154,27 @@ static size_t dec_layout(const struct rnnt_model *m, int n, float *base, float *
  * their embedding rows and states, step every layer, scatter the states back, then the joint's
  * predictor projection of their new output into d->gp; their label is consumed (-1). The CUDA twin is
  * cu_pred_layer + cu_pred_proj. */
-static void dec_pred_step(const struct rnnt_model *m, int n, rnnt_dec_state *const *d, const int *upd, int n_upd, float *x_rows,
-                          size_t XA, float *h_rows, float *c_rows, float *gp_rows, float *scratch, double *t_pred,
-                          double *t_joint)
+static void dec_pred_step(cpu_state *s, int n, rnnt_dec_state *const *d, const int *upd, int n_upd, float *x_rows, size_t XA,
+                          float *h_rows, float *c_rows, float *gp_rows, float *scratch, double *t_pred, double *t_joint)
 {
+    const struct rnnt_model *m = s->m;
     const int J = m->joint_dim, E = m->embed_dim;
-    const size_t HpA = rnnt_dec_pred_stride(m);
+    const size_t HpA = rnnt_dec_pred_stride(m), G0 = 4 * (size_t)m->pred[0].hidden;
     double tp = now_s();
-    for (int r = 0; r < n_upd; r++)
-        memcpy(x_rows + (size_t)r * XA, m->embedding + (size_t)d[upd[r]]->label * E, sizeof(float) * E);
+    if (s->pred_in) { /* layer 0's input product from the per-label table (cpu_create) */
+        for (int r = 0; r < n_upd; r++) {
+            int lab = d[upd[r]]->label;
+            float *row = s->pred_in + (size_t)lab * G0;
+            if (!s->pred_in_made[lab]) {
+                rnnt_cpu_lstm_input_product(&m->pred[0], 1, m->embedding + (size_t)lab * E, E, row);
+                s->pred_in_made[lab] = 1;
+            }
+            memcpy(scratch + (size_t)r * G0, row, sizeof(float) * G0);
+        }
+    } else {
+        for (int r = 0; r < n_upd; r++)
+            memcpy(x_rows + (size_t)r * XA, m->embedding + (size_t)d[upd[r]]->label * E, sizeof(float) * E);
+    }
     const float *x = x_rows;
     int ldx = (int)XA;
     for (int l = 0; l < m->n_pred; l++) {
@@ -151,7 +186,8 @@ static void dec_pred_step(const struct rnnt_model *m, int n, rnnt_dec_state *con
             memcpy(cr + (size_t)r * H, d[upd[r]]->pred_c + (size_t)l * HpA, sizeof(float) * H);
         }
         /* The step reads x with stride ldx and h/c compact with stride H. */
-        rnnt_cpu_lstm_step(L, m->act, n_upd, x, ldx, hr, cr, scratch);
+        if (l == 0 && s->pred_in) rnnt_cpu_lstm_step_from_input(L, m->act, n_upd, scratch, hr, cr);
+        else rnnt_cpu_lstm_step(L, m->act, n_upd, x, ldx, hr, cr, scratch);
         for (int r = 0; r < n_upd; r++) {
             memcpy(d[upd[r]]->pred_h + (size_t)l * HpA, hr + (size_t)r * H, sizeof(float) * H);
             memcpy(d[upd[r]]->pred_c + (size_t)l * HpA, cr + (size_t)r * H, sizeof(float) * H);
@@ -268,7 +304,7 @@ static rnnt_status cpu_decode_frames(cpu_state *s, int n, rnnt_dec_state *const 
                 if (d[b]->label >= 0) upd[n_upd++] = b;
             }
         if (!n_act) break;
-        if (n_upd) dec_pred_step(m, n, d, upd, n_upd, x_rows, XA, h_rows, c_rows, gp_rows, scratch, t_pred, t_joint);
+        if (n_upd) dec_pred_step(s, n, d, upd, n_upd, x_rows, XA, h_rows, c_rows, gp_rows, scratch, t_pred, t_joint);
         double tj = now_s();
         if (lazy) dec_enc_proj(m, n_act, act, d, f, fp, base, proj_t, ef_rows, ep_rows);
         for (int i = 0; i < n_act; i++) {

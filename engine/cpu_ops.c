@@ -71,15 +71,24 @@ void rnnt_cpu_lstm_pointwise(rnnt_lstm_act act, int M, int H, const float *pre, 
 
 size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M) { return (size_t)M * 4 * L->hidden; }
 
-void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx, float *h, float *c, float *scratch)
+void rnnt_cpu_lstm_input_product(const rnnt_lstm_layer *L, int M, const float *x, int ldx, float *pre)
+{
+    rnnt_cpu_gemm_nt_rows(M, 4 * L->hidden, L->input, x, ldx, L->w_ih, L->input, 0.0f, pre, 4 * L->hidden);
+}
+
+void rnnt_cpu_lstm_step_from_input(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, float *pre, float *h, float *c)
 {
     int H = L->hidden, G = 4 * H;
-    float *pre = scratch;
-    rnnt_cpu_gemm_nt_rows(M, G, L->input, x, ldx, L->w_ih, L->input, 0.0f, pre, G);
     rnnt_cpu_gemm_nt_rows(M, G, H, h, H, L->w_hh, H, 1.0f, pre, G);
     for (int r = 0; r < M; r++)
         for (int j = 0; j < G; j++) pre[(size_t)r * G + j] += L->bias[j];
     rnnt_cpu_lstm_pointwise(act, M, H, pre, G, h, H, c, H);
+}
+
+void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx, float *h, float *c, float *scratch)
+{
+    rnnt_cpu_lstm_input_product(L, M, x, ldx, scratch);
+    rnnt_cpu_lstm_step_from_input(L, act, M, scratch, h, c);
 }
 
 void rnnt_cpu_frontend(const struct rnnt_model *m, const float *feats, int T, float *out)

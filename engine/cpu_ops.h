@@ -58,6 +58,14 @@ size_t rnnt_cpu_lstm_step_scratch(const rnnt_lstm_layer *L, int M);
 void rnnt_cpu_lstm_step(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, const float *x, int ldx,
                         float *h, float *c, float *scratch);
 
+/* rnnt_cpu_lstm_step in its two halves, bit for bit the same: the input product pre = W_ih x
+ * ([M, 4H], row stride 4H; a row's bits depend only on its x row, so rows made once and kept, e.g.
+ * one per predictor label, stand in for it), then pre += W_hh h, + bias, and the gates (pre is
+ * overwritten). */
+void rnnt_cpu_lstm_input_product(const rnnt_lstm_layer *L, int M, const float *x, int ldx, float *pre);
+void rnnt_cpu_lstm_step_from_input(const rnnt_lstm_layer *L, rnnt_lstm_act act, int M, float *pre,
+                                   float *h, float *c);
+
 /* One LSTM layer over n utterances, each continuing from its own state: x[b] [rows[b], I] ->
  * y[b] [rows[b], R]; h[b] ([R]) and c[b] ([H]) carry the state in and out (zeros for a fresh
  * utterance). Projection LSTMs and the layer's LayerNorm (of y, not of the carried h) included.

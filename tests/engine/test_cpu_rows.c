@@ -5,7 +5,10 @@
  *     the rows), beta 0 and 1, relative error within fp32 accumulation;
  *   - row independence, bitwise: every row's outputs are the same computed alone, in any batch size
  *     and at any position in it (what makes the CPU engine batch-invariant);
- *   - beta = 0 never reads C (NaN garbage there does not leak), beta = 1 adds C. */
+ *   - beta = 0 never reads C (NaN garbage there does not leak), beta = 1 adds C;
+ *   - the LSTM step in two halves (input product made alone per row and kept, then the step from it:
+ *     the CPU decoder's per-label table of the predictor's first layer) gives the one-call step's
+ *     h and c bit for bit, both activations, awkward sizes. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,12 +134,63 @@ static void test_beta(void **state)
     free(E);
 }
 
+/* rnnt_cpu_lstm_step for M rows at once against the decoder's table path: each row's W_ih x made
+ * alone (rnnt_cpu_lstm_input_product, M = 1) into a kept table, copied into pre, then
+ * rnnt_cpu_lstm_step_from_input: h and c must match bitwise (backend_cpu.c dec_pred_step relies on it). */
+static void test_lstm_step_from_table(void **state)
+{
+    (void)state;
+    uint64_t seed = 0x5eed0004;
+    const int sizes[][2] = {{13, 11}, {128, 37}, {8, 8}, {5, 64}}; /* {I, H} */
+    for (int si = 0; si < 4; si++)
+        for (int act = 0; act < 2; act++) {
+            const int I = sizes[si][0], H = sizes[si][1], G = 4 * H, Mmax = 9, V = 6;
+            float *w_ih = rand_buf((size_t)G * I, &seed), *w_hh = rand_buf((size_t)G * H, &seed), *bias = rand_buf(G, &seed);
+            for (int j = 0; j < G; j++) bias[j] *= 3.0f; /* push some gates into the hard activations' clamps */
+            rnnt_lstm_layer L = {.input = I, .hidden = H, .w_ih = w_ih, .w_hh = w_hh, .bias = bias};
+            float *emb = rand_buf((size_t)V * I, &seed), *table = malloc((size_t)V * G * sizeof(float));
+            for (int v = 0; v < V; v++) rnnt_cpu_lstm_input_product(&L, 1, emb + (size_t)v * I, I, table + (size_t)v * G);
+            for (int M = 1; M <= Mmax; M += 2) {
+                int lab[Mmax];
+                float *x = malloc((size_t)M * I * sizeof(float)), *pre = malloc((size_t)M * G * sizeof(float));
+                float *h0 = rand_buf((size_t)M * H, &seed), *c0 = rand_buf((size_t)M * H, &seed);
+                float *h1 = malloc((size_t)M * H * sizeof(float)), *c1 = malloc((size_t)M * H * sizeof(float));
+                memcpy(h1, h0, (size_t)M * H * sizeof(float));
+                memcpy(c1, c0, (size_t)M * H * sizeof(float));
+                for (int r = 0; r < M; r++) {
+                    lab[r] = (r * 5 + M) % V;
+                    memcpy(x + (size_t)r * I, emb + (size_t)lab[r] * I, sizeof(float) * I);
+                    memcpy(pre + (size_t)r * G, table + (size_t)lab[r] * G, sizeof(float) * G);
+                }
+                float *scratch = malloc(rnnt_cpu_lstm_step_scratch(&L, M) * sizeof(float));
+                assert_non_null(scratch);
+                rnnt_cpu_lstm_step(&L, (rnnt_lstm_act)act, M, x, I, h0, c0, scratch);
+                rnnt_cpu_lstm_step_from_input(&L, (rnnt_lstm_act)act, M, pre, h1, c1);
+                if (memcmp(h0, h1, (size_t)M * H * sizeof(float)) || memcmp(c0, c1, (size_t)M * H * sizeof(float)))
+                    fail_msg("I %d, H %d, act %d, M %d: the table path's state differs from the one-call step", I, H, act, M);
+                free(scratch);
+                free(x);
+                free(pre);
+                free(h0);
+                free(c0);
+                free(h1);
+                free(c1);
+            }
+            free(w_ih);
+            free(w_hh);
+            free(bias);
+            free(emb);
+            free(table);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_double),
         cmocka_unit_test(test_rows_independent),
         cmocka_unit_test(test_beta),
+        cmocka_unit_test(test_lstm_step_from_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,7 +147,7 @@ static void run_streams(const rnnt_model *m, rnnt_runner *r, int n, const utt *u
         rnnt_result res = {0};
         if (rnnt_stream_get_result(s[i], &res, err, sizeof err)) fail_msg("%s", err);
         char w[600];
-        snprintf(w, sizeof w, "%s, utterance %d (T=%d, chunking %d, %d streams)", what, i, u[i].T, how[i], n);
+        snprintf(w, sizeof w, "%.400s, utterance %d (T=%d, chunking %d, %d streams)", what, i, u[i].T, how[i], n);
         expect_same(&res, &want[i], w);
         assert_false(rnnt_stream_ready(s[i]));
         rnnt_result_clear(&res);
