@@ -88,6 +88,16 @@ def reference_lstm(layers, x):
     return x
 
 
+def predictor_outputs(model, labels):
+    """The converted model's predictor outputs from its start state and after each of labels: [1 + n, Hp]."""
+    g, st = model.predictor_init()
+    gs = [g]
+    for y in labels:
+        g, st = model.predictor_step(y, st)
+        gs.append(g)
+    return torch.stack(gs)
+
+
 def write_model(cfg, state, tokens, outdir, force=False):
     """Build the RNNTModel, write it to a temporary directory beside outdir, read it back through the
     loader's checks, then move it into place. Returns (model in float64, the reloaded model)."""
@@ -149,5 +159,5 @@ def random_input(rng, T, D):
     return torch.from_numpy(rng.standard_normal((T, D))).double()
 
 
-__all__ = ["CheckpointError", "check_featurizer", "load_torch", "lstm_stack", "check_finite", "reference_lstm", "write_model", "max_abs",
+__all__ = ["CheckpointError", "check_featurizer", "load_torch", "predictor_outputs", "lstm_stack", "check_finite", "reference_lstm", "write_model", "max_abs",
            "random_input", "np"]

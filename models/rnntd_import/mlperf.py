@@ -28,7 +28,8 @@ import torch
 from rnntd_ref.config import (EncoderConfig, FrontendConfig, JointConfig, LayerConfig, ModelConfig,
                               PredictorConfig, validate)
 
-from .common import CheckpointError, check_featurizer, check_finite, load_torch, lstm_stack, max_abs, reference_lstm, write_model
+from .common import (CheckpointError, check_featurizer, check_finite, load_torch, lstm_stack, max_abs,
+                     predictor_outputs, reference_lstm, write_model)
 
 # configs/rnnt.toml of the reference: [input_eval], [rnnt] (sizes are read from the checkpoint), [labels]
 DEFAULT_INPUT = dict(normalize="per_feature", sample_rate=16000, window_size=0.02, window_stride=0.01, window="hann",
@@ -196,12 +197,7 @@ def verify(model, src, rng):
         seq = torch.cat([torch.zeros(1, src["emb"].shape[1], dtype=torch.float64),
                          src["emb"].double()[labels]])
         g_ref = reference_lstm(src["pred"], seq)
-        g, st = model.predictor_init()
-        gs = [g]
-        for y in labels:
-            g, st = model.predictor_step(y, st)
-            gs.append(g)
-        g = torch.stack(gs)
+        g = predictor_outputs(model, labels)
         z_ref = torch.relu(torch.cat([f_ref[:, None, :].expand(-1, g_ref.shape[0], -1),
                                       g_ref[None].expand(f_ref.shape[0], -1, -1)], -1) @ src["W1"].double().T
                            + src["b1"].double()) @ src["W2"].double().T + src["b2"].double()

@@ -33,7 +33,8 @@ import yaml
 
 from rnntd_ref.config import EncoderConfig, JointConfig, LayerConfig, ModelConfig, PredictorConfig, validate
 
-from .common import CheckpointError, check_featurizer, check_finite, lstm_stack, max_abs, write_model
+from .common import (CheckpointError, check_featurizer, check_finite, lstm_stack, max_abs, predictor_outputs,
+                     reference_lstm, write_model)
 from .nemo_frontend import frontend_from_preprocessor
 
 SPACE = "\u2581"
@@ -409,19 +410,8 @@ def verify(model, src, rng):
         f, _, _ = model.encoder(x.reshape(T1, k * cfg.feature_dim).to(model.predictor.embedding.dtype))
         labels = [int(v) for v in rng.integers(0, cfg.vocab_size, 5)]
         seq = torch.cat([torch.zeros(1, src["emb"].shape[1], dtype=torch.float64), src["emb"][labels]])
-        g_ref = seq
-        for w_ih, w_hh, b_ih, b_hh in src["pred"]:
-            lstm = torch.nn.LSTM(w_ih.shape[1], w_hh.shape[1]).double()
-            for n, t in (("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih), ("bias_hh", b_hh)):
-                getattr(lstm, n + "_l0").copy_(t.double())
-            g_ref, _ = lstm(g_ref[:, None, :])
-            g_ref = g_ref[:, 0, :]
-        g, st = model.predictor_init()
-        gs = [g]
-        for y in labels:
-            g, st = model.predictor_step(y, st)
-            gs.append(g)
-        g = torch.stack(gs)
+        g_ref = reference_lstm(src["pred"], seq)
+        g = predictor_outputs(model, labels)
         a = torch.relu if src["act"] == "relu" else torch.tanh
         hid = (f_ref @ sd["joint.enc.weight"].double().T + sd["joint.enc.bias"].double())[:, None, :] + \
               (g_ref @ sd["joint.pred.weight"].double().T + sd["joint.pred.bias"].double())[None, :, :]
