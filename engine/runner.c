@@ -139,14 +139,7 @@ rnnt_runner_params rnnt_runner_default_params(void)
     };
 }
 
-int rnnt_cuda_available(void)
-{
-#ifdef RNNT_WITH_CUDA
-    return rnnt_cuda_device_count() > 0;
-#else
-    return 0;
-#endif
-}
+int rnnt_cuda_available(void) { return rnnt_cuda_device_count() > 0; }
 
 int rnnt_cuda_device_count(void)
 {
