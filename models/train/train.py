@@ -34,7 +34,7 @@ import torch
 from rnntd_ref.config import load_config
 from rnntd_ref.io import export_state_dict
 
-from .data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment
+from .data import TOKENS, FeaturePool, add_manifest_retrying, decode_ids, error_rates, seeded, spec_augment
 from .gpu_channel import GpuChannel
 from .graph_step import GraphedStep
 from .loss import multiblank_rnnt_loss
@@ -226,19 +226,32 @@ def main():
         res, _ = evaluate(model, dev_pool)
         log(a.out, dict(res, step=step0, event="dev_start"))
     loaded = set()
+    shards_stopped = []
+    gstep = None
+
+    def free_memory():
+        if gstep is not None:
+            gstep.release("out of memory taking in a shard")
+        elif dev.type == "cuda":
+            torch.cuda.empty_cache()
 
     def take_new_shards(block):
         got = 0
         while True:
             for k in range(tc["shards"]):
                 m = os.path.join(a.work, "train%02d" % k, "manifest.jsonl")
-                if k not in loaded and os.path.exists(m):
-                    n = pool.add_manifest(m)
+                if k not in loaded and os.path.exists(m) and not shards_stopped:
+                    n, why = add_manifest_retrying(pool, m, free_memory)
+                    if n is None:
+                        # even with the graphs dropped the device is full: train on what the pool has
+                        shards_stopped.append(k)
+                        log(a.out, {"event": "shards_stopped", "shard": k, "why": why, "pool": len(pool)})
+                        return got
                     loaded.add(k)
                     got += n
                     log(a.out, {"event": "shard", "shard": k, "utts": n, "pool": len(pool),
                                 "hours": round(sum(r["duration"] for r in pool.meta) / 3600, 2)})
-            if got or not block or not worker.is_alive():
+            if got or not block or not worker.is_alive() or shards_stopped:
                 return got
             time.sleep(1.0)
 
@@ -273,7 +286,8 @@ def main():
         log(a.out, {"event": "buckets", "shapes": pool.bucket_shapes(tc["max_frames"], tc["max_cells"],
                                                                      cfg.subsampling, a.t_quant)})
     done = False
-    too_big = set()          # batch shapes whose step ran out of device memory: left out from then on
+    too_big = set()          # batch shapes whose step ran out of device memory twice: left out from then on
+    oom_once = set()
     t_train0 = time.time()
     while not done:
         if use_graphs:
@@ -316,10 +330,13 @@ def main():
                     if "out of memory" not in str(e):
                         raise
                     # piece 9: the 17th shape's first (eager) step found 51 GiB held by the graphs'
-                    # pool and the kept samples; leave that shape out instead of ending the piece
-                    too_big.add(shape)
+                    # pool and the kept samples: drop the graphs once and try the shape again later;
+                    # a shape that runs out of memory a second time is left out
                     del feats, flen, labels, ulen, weight
-                    torch.cuda.empty_cache()
+                    if shape in oom_once:
+                        too_big.add(shape)
+                    oom_once.add(shape)
+                    gstep.release("out of memory in a step of shape %s" % (list(shape),))
                     log(a.out, {"event": "shape_out_of_memory", "shape": list(shape), "left_out": len(too_big),
                                 "allocated_gib": round(torch.cuda.memory_allocated() / 2 ** 30, 2)})
                     continue
@@ -353,7 +370,9 @@ def main():
                             "batch": len(idx), "steps_per_s": round(n_acc / (time.time() - t_acc), 2),
                             "bad": bad, "gnorm": round(float(gn), 2), "prep_ms": round(1000 * prep_s / n_acc, 1),
                             **({"replays": gstep.replays, "eager": gstep.eager, "graphs": len(gstep.graphs),
-                                "capture_s": round(gstep.capture_s, 1)} if gstep else {})})
+                                "capture_s": round(gstep.capture_s, 1), "releases": gstep.releases,
+                                "reserved_gib": round(torch.cuda.memory_reserved() / 2 ** 30, 1)}
+                               if gstep else {})})
                 loss_acc, n_acc, t_acc, prep_s = 0.0, 0, time.time(), 0.0
             if step % tc["eval_every"] == 0:
                 res, _ = evaluate(model, dev_pool)
