@@ -34,7 +34,8 @@ import torch
 from rnntd_ref.config import load_config
 from rnntd_ref.io import export_state_dict
 
-from .data import TOKENS, FeaturePool, add_manifest_retrying, decode_ids, error_rates, seeded, spec_augment
+from .data import (TOKENS, FeaturePool, add_manifest_retrying, decode_ids, error_rates, is_out_of_memory, seeded,
+                   spec_augment)
 from .gpu_channel import GpuChannel
 from .graph_step import GraphedStep
 from .loss import multiblank_rnnt_loss
@@ -190,6 +191,11 @@ def main():
     for k in ("max_frames", "max_cells", "shards"):
         if getattr(a, k):
             tc[k] = getattr(a, k)
+    if a.device.startswith("cuda"):
+        # piece 12 ran out of device memory with 14 GiB outside PyTorch's allocator and cuFFT failing
+        # (CUFFT_INTERNAL_ERROR) in the per-replay channel: every (batch, length) of its FFTs and the
+        # frontend's STFT is a plan of its own, and the plan cache kept up to 4,096 of them
+        torch.backends.cuda.cufft_plan_cache.max_size = tc.get("cufft_plans", 16)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     dev = torch.device(a.device)
@@ -229,11 +235,30 @@ def main():
     shards_stopped = []
     gstep = None
 
-    def free_memory():
+    def free_memory(why="out of memory taking in a shard"):
+        if dev.type != "cuda":
+            return
+        torch.backends.cuda.cufft_plan_cache.clear()
         if gstep is not None:
-            gstep.release("out of memory taking in a shard")
-        elif dev.type == "cuda":
+            gstep.release(why)
+        else:
             torch.cuda.empty_cache()
+
+    def dev_eval(event):
+        """The dev evaluation; piece 12 died in one (out of memory: the graphs' pool had grown back to 51
+        GiB). On out of memory: free (drop the graphs) and once more; then log dev_failed and go on."""
+        for attempt in (0, 1):
+            try:
+                res, pairs = evaluate(model, dev_pool)
+                log(a.out, dict(res, step=step, event=event))
+                return pairs
+            except RuntimeError as e:
+                if not is_out_of_memory(e):
+                    raise
+                if attempt:
+                    log(a.out, {"event": "dev_failed", "step": step, "why": repr(e)[:300]})
+                    return None
+                free_memory("out of memory in the dev evaluation")
 
     def take_new_shards(block):
         got = 0
@@ -365,6 +390,12 @@ def main():
             piece_step += 1
             loss_acc += float(loss.detach())
             n_acc += 1
+            if use_graphs and step % tc["log_every"] == 0:
+                free_b, total_b = torch.cuda.mem_get_info()
+                if free_b < tc.get("min_free_gib", 8) * 2 ** 30:
+                    # the graphs' pool grows back after a release (piece 12: 51 GiB again 350 s later),
+                    # and what else needs memory (shards, cuFFT, the dev evaluation) would fail
+                    free_memory("%.1f GiB free of %.1f" % (free_b / 2 ** 30, total_b / 2 ** 30))
             if step % tc["log_every"] == 0:
                 log(a.out, {"step": step, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
                             "batch": len(idx), "steps_per_s": round(n_acc / (time.time() - t_acc), 2),
@@ -375,8 +406,7 @@ def main():
                                if gstep else {})})
                 loss_acc, n_acc, t_acc, prep_s = 0.0, 0, time.time(), 0.0
             if step % tc["eval_every"] == 0:
-                res, _ = evaluate(model, dev_pool)
-                log(a.out, dict(res, step=step, event="dev"))
+                dev_eval("dev")
             if time.time() - last_ckpt > tc["ckpt_every_s"]:
                 save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
                 save_opt(os.path.join(a.out, "opt.pt"), opt)
@@ -387,10 +417,9 @@ def main():
     stop_synth()
     save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
     save_opt(os.path.join(a.out, "opt.pt"), opt)
-    res, pairs = evaluate(model, dev_pool)
-    log(a.out, dict(res, step=step, event="dev_final"))
+    pairs = dev_eval("dev_final")
     with open(os.path.join(a.out, "dev_hyps.jsonl"), "w") as f:
-        for ref, hyp in pairs:
+        for ref, hyp in pairs or []:
             f.write(json.dumps({"ref": ref, "hyp": hyp}) + "\n")
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     cfg.name = a.name
