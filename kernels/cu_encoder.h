@@ -31,6 +31,12 @@ typedef struct {
                         tensor-core kernel with the cell in its epilogue (cu_mma_step.h) instead of a cuBLAS
                         GEMM + the cell kernel; -1 never; 0 (default): as the environment's
                         RNNT_CUDA_MMA_STEP=1 says, else off (slower at H = 1024 on the H100). Per encoder. */
+    int lstreams;    /* 1: when every layer takes the plain per-step path (no persistent kernel, fused or mma
+                        steps, projection or LayerNorm), the layers run as a wavefront over streams: layer l
+                        on its own stream (and its input projection on another, chunk by chunk of time, as
+                        soon as layer l - 1 has written the chunk), so the recurrences of all layers overlap.
+                        Same kernels and GEMM shapes as the per-step path, so the same bits. -1 never; 0
+                        (default): as RNNT_CUDA_LSTREAMS=1 says. Per encoder. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
@@ -81,6 +87,9 @@ int cu_encoder_persistent_layers(const cu_encoder *e);
 /* Number of layer pairs that run as one layer wavefront (cu_wave.h). */
 int cu_encoder_wave_pairs(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
+/* Whether the per-step layers run as a wavefront over streams (lstreams), and its steps per chunk of the
+ * last layer (0 when off). */
+int cu_encoder_lstream_chunk(const cu_encoder *e);
 /* Whether the per-step layers run cu_lstm_mma_step (cu_mma_step.h). */
 int cu_encoder_mma_steps(const cu_encoder *e);
 /* Staging threads beside the caller, and bytes per staging chunk. */

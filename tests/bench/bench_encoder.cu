@@ -28,6 +28,7 @@
 #include "lab_util.h"
 
 static int g_reps = 20;
+static int g_fast = 0; /* --fast: only the default soft, persistent, per-step graph and layer-stream runs */
 
 static uint64_t rng = 0x1234567ull;
 static float frand(void) /* uniform [-1, 1) */
@@ -344,6 +345,10 @@ struct ours_result {
                                           tile without programmatic dependent launch; 0 if n/a */
     std::vector<float> y_mma;          /* the auto tile's output [B][T][H] */
     int default_mma;                   /* whether the default path runs the mma steps */
+    float ms_ls[2];                    /* soft, per-step layers as a wavefront over streams (lstreams = 1): the
+                                          default chunk, a quarter of it; 0 if n/a */
+    int ls_chunk[2];                   /* their chunks (steps of the last layer) */
+    std::vector<float> y_ls;           /* the default chunk's output [B][T][H] */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
 };
@@ -366,13 +371,25 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     r.ms_wave = 0;
     r.default_mma = 0;
     for (int i = 0; i < 5; i++) r.ms_mma[i] = 0;
-    for (int run = 0; run < 12; run++) {
+    r.ms_ls[0] = r.ms_ls[1] = 0;
+    r.ls_chunk[0] = r.ls_chunk[1] = 0;
+    for (int run = 0; run < 14; run++) {
         /* 0/1 default hard/soft, 2 soft persistent on, 3 soft per-step cuBLAS GEMM + cell kernel, 4/5 fused
          * hard/soft, 6 soft wavefront pairs, 7-10 soft per-step mma steps (cu_mma_step.h) with the auto
          * tile and tiles 1-3 (RNNT_CUDA_MMA_TILE, read when the graph is captured), 11 auto tile with
-         * RNNT_CUDA_MMA_PDL=0 */
+         * RNNT_CUDA_MMA_PDL=0, 12-13 soft per-step layers as a wavefront over streams (lstreams) with the default
+         * chunk and a quarter of it */
         int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 || run >= 7 ? -1 : 0, fused = run == 4 || run == 5;
-        if (!f16 && run >= 7) continue;
+        if (!f16 && run >= 7 && run <= 11) continue;
+        if (g_fast && (run == 0 || (run >= 4 && run <= 11))) continue;
+        if (run == 13) {
+            int bcap = (B + 7) / 8 * 8, c = (B >= 64 ? 4096 : 1024) / bcap; /* the encoder's default chunk */
+            char ce[16];
+            snprintf(ce, sizeof ce, "%d", c / 4 > 1 ? c / 4 : 1);
+            setenv("RNNT_CUDA_LSTREAM_CHUNK", ce, 1);
+        } else {
+            unsetenv("RNNT_CUDA_LSTREAM_CHUNK");
+        }
         char tile_env[8];
         snprintf(tile_env, sizeof tile_env, "%d", run - 7);
         if (run >= 8 && run <= 10) setenv("RNNT_CUDA_MMA_TILE", tile_env, 1);
@@ -389,11 +406,12 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.persist = persist;
         p.fused = fused;
         p.wave = run == 6 ? 1 : -1;
-        p.mma_step = run >= 7 ? 1 : run == 3 ? -1 : 0;
+        p.mma_step = run >= 7 && run <= 11 ? 1 : run == 3 || run >= 12 ? -1 : 0;
+        p.lstreams = run >= 12 ? 1 : -1;
         cu_encoder *e;
         RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
         if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || ((run == 4 || run == 5) && !cu_encoder_fused_steps(e)) ||
-            (run == 6 && cu_encoder_wave_pairs(e) == 0)) {
+            (run == 6 && cu_encoder_wave_pairs(e) == 0) || (run >= 12 && cu_encoder_lstream_chunk(e) == 0)) {
             /* does not apply (fp32, or too large) */
             cu_encoder_free(e);
             continue;
@@ -403,9 +421,13 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         float ms = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
         const cu_encoder_batch *bt = cu_encoder_get_batch(e);
         if (!bt->graphs_on) fprintf(stderr, "warning: our encoder ran without graphs (%s)\n", bt->graph_note ? bt->graph_note : "?");
-        if (run >= 7) r.ms_mma[run - 7] = ms;
-        if (run == 1 || run == 6 || run == 7) {
-            std::vector<float> &ys = run == 1 ? r.y_soft : run == 6 ? r.y_wave : r.y_mma;
+        if (run >= 7 && run <= 11) r.ms_mma[run - 7] = ms;
+        if (run >= 12) {
+            r.ms_ls[run - 12] = ms;
+            r.ls_chunk[run - 12] = cu_encoder_lstream_chunk(e);
+        }
+        if (run == 1 || run == 6 || run == 7 || run == 12) {
+            std::vector<float> &ys = run == 1 ? r.y_soft : run == 6 ? r.y_wave : run == 12 ? r.y_ls : r.y_mma;
             if (run == 1) r.ms_soft = ms;
             else if (run == 6) r.ms_wave = ms;
             size_t n = (size_t)bt->nb * bt->t_enc * w.hep;
@@ -443,6 +465,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     }
     unsetenv("RNNT_CUDA_MMA_TILE");
     unsetenv("RNNT_CUDA_MMA_PDL");
+    unsetenv("RNNT_CUDA_LSTREAM_CHUNK");
     /* the input projections alone (all layers), to split the time: GEMM over all steps vs recurrence */
     {
         int chunk = B >= 64 ? 4096 : 1024; /* the encoder's default r_in (cu_encoder.h) */
@@ -473,9 +496,10 @@ int main(int argc, char **argv)
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--fast")) g_fast = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--fast] [--reps N]\n", argv[0]);
             return 2;
         }
     }
@@ -516,7 +540,7 @@ int main(int argc, char **argv)
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
            "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
-    std::vector<std::string> notes, waves, mmas;
+    std::vector<std::string> notes, waves, mmas, lss;
     for (const shape &sh : shapes) {
         host_model hm;
         make_model(&hm, sh.layers, sh.I, sh.H);
@@ -590,6 +614,23 @@ int main(int argc, char **argv)
                      algo_name(best_algo), o.ms_mma[0] / best.ms, tfm, 100.0 * tfm / peak16, dm);
             mmas.push_back(ml);
         }
+        if (o.ms_ls[0] > 0 && best.ok) {
+            double dl = 0;
+            if (ystd.size())
+                for (int b = 0; b < sh.B; b++)
+                    for (int t = 0; t < sh.T; t++)
+                        for (int j = 0; j < sh.H; j++)
+                            dl = std::max(dl, (double)fabsf(o.y_ls[((size_t)b * sh.T + t) * sh.H + j] -
+                                                            ystd[((size_t)t * sh.B + b) * sh.H + j]));
+            double tfl = flop / (o.ms_ls[0] * 1e-3) / 1e12;
+            char ll[480];
+            snprintf(ll, sizeof ll, "| %s | %s | %d | %.3f | %s | %.3f (%d) | %.3f (%d) | %.3f (%s) | %.2f | %.2f | %.2f | %.1f | %.1f | %.2g | %s |",
+                     shp, sh.f16 ? "fp16" : "fp32", sh.B, o.ms_soft, o.graph_txt, o.ms_ls[0], o.ls_chunk[0], o.ms_ls[1],
+                     o.ls_chunk[1], best.ms, algo_name(best_algo), o.ms_soft / best.ms, o.ms_ls[0] / best.ms,
+                     o.ms_ls[1] / best.ms, tfl, 100.0 * tfl / peak16, dl,
+                     o.y_ls == o.y_soft ? "yes" : "no");
+            lss.push_back(ll);
+        }
         size_t es = sh.f16 ? 2 : 4;
         double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
         if (best.ok)
@@ -623,6 +664,14 @@ int main(int argc, char **argv)
                "| tile 8 units x 64 rows | 16 x 64 | 16 x 128 | auto tile, no PDL | cuDNN best ms (algo) | mma auto / cuDNN | TFLOP/s | %% of fp16 "
                "peak | max abs(mma - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (auto &l : mmas) printf("%s\n", l.c_str());
+    }
+    if (lss.size()) {
+        printf("\nPer-step layers as a wavefront over streams (encoder param lstreams = 1, persistent kernel off), soft, "
+               "same process:\n| shape | dtype | B | ours default ms | per-step graph ms | layer streams ms (chunk) | "
+               "quarter chunk ms (chunk) | cuDNN best ms (algo) | default / cuDNN | layer streams / cuDNN | quarter chunk / "
+               "cuDNN | TFLOP/s | %% of fp16 peak | max abs(layer streams - cuDNN) | bitwise = default |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (auto &l : lss) printf("%s\n", l.c_str());
     }
     printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
     for (auto &n : notes) printf("  %s\n", n.c_str());
