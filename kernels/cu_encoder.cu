@@ -44,7 +44,7 @@ struct cu_encoder {
      * the size is the backend's, so cuBLAS picks the same kernels as on the runner's handle); per layer its
      * own h, gates and c, a ring of lring chunk buffers for its input projection (l >= 1) and for its output
      * (l < n_enc - 1; the last layer writes e->y as the per-step path does) */
-    int lchunk, lring, lev_n; /* steps per chunk of the last layer (0: off), ring slots, events per kind */
+    int lchunk, lring, lev_n, lsms; /* steps per chunk of the last layer (0: off), ring slots, events per kind */
     cudaStream_t *ls;
     cublasHandle_t *lblas;
     void *lbuf;           /* the buffers above and the workspaces, one allocation (zeroed at create) */
@@ -203,6 +203,15 @@ static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, si
         CU_TRY(cudaStreamCreateWithPriority(&e->ls[i], cudaStreamNonBlocking, i % 2 ? prio_lo : prio_hi));
         RNNT_TRY(cu_blas_create(e->ls[i], a + o_ws + (size_t)i * kLstreamWorkspace, kLstreamWorkspace, &e->lblas[i], err,
                                 errlen));
+        /* RNNT_CUDA_LSTREAM_SMS=n: the recurrent GEMMs chosen for n SMs, so that those of concurrent layers can
+         * share the GPU (another kernel than the per-step path's, so other bits; still one shape, one kernel) */
+        const char *sms = getenv("RNNT_CUDA_LSTREAM_SMS");
+        if (i % 2 == 0 && sms && atoi(sms) > 0) {
+            cublasStatus_t bs = cublasSetSmCountTarget(e->lblas[i], atoi(sms));
+            if (bs != CUBLAS_STATUS_SUCCESS)
+                return cu_set_err(err, errlen, cu_status_of_blas(bs), "cublas: SM count target: %s", cu_blas_str(bs));
+            e->lsms = atoi(sms);
+        }
     }
     for (int i = 0; i < ne; i++) CU_TRY(cudaEventCreateWithFlags(&e->lev[i], cudaEventDisableTiming));
     return RNNT_OK;
@@ -797,3 +806,4 @@ int cu_encoder_mma_steps(const cu_encoder *e) { return e->mma_step; }
 int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }
 size_t cu_encoder_stage_chunk(const cu_encoder *e) { return cu_stager_chunk(e->stager); }
 int cu_encoder_lstream_chunk(const cu_encoder *e) { return e->lchunk; }
+int cu_encoder_lstream_sms(const cu_encoder *e) { return e->lsms; }

@@ -90,6 +90,8 @@ int cu_encoder_fused_steps(const cu_encoder *e);
 /* Whether the per-step layers run as a wavefront over streams (lstreams), and its steps per chunk of the
  * last layer (0 when off). */
 int cu_encoder_lstream_chunk(const cu_encoder *e);
+/* The SM count its recurrent GEMMs were chosen for (RNNT_CUDA_LSTREAM_SMS; 0: cuBLAS's default). */
+int cu_encoder_lstream_sms(const cu_encoder *e);
 /* Whether the per-step layers run cu_lstm_mma_step (cu_mma_step.h). */
 int cu_encoder_mma_steps(const cu_encoder *e);
 /* Staging threads beside the caller, and bytes per staging chunk. */

@@ -345,9 +345,9 @@ struct ours_result {
                                           tile without programmatic dependent launch; 0 if n/a */
     std::vector<float> y_mma;          /* the auto tile's output [B][T][H] */
     int default_mma;                   /* whether the default path runs the mma steps */
-    float ms_ls[2];                    /* soft, per-step layers as a wavefront over streams (lstreams = 1): the
+    float ms_ls[4];                    /* soft, per-step layers as a wavefront over streams (lstreams = 1): the
                                           default chunk, a quarter of it; 0 if n/a */
-    int ls_chunk[2];                   /* their chunks (steps of the last layer) */
+    int ls_chunk[4];                   /* their chunks (steps of the last layer) */
     std::vector<float> y_ls;           /* the default chunk's output [B][T][H] */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
@@ -371,9 +371,8 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     r.ms_wave = 0;
     r.default_mma = 0;
     for (int i = 0; i < 5; i++) r.ms_mma[i] = 0;
-    r.ms_ls[0] = r.ms_ls[1] = 0;
-    r.ls_chunk[0] = r.ls_chunk[1] = 0;
-    for (int run = 0; run < 14; run++) {
+    for (int i = 0; i < 4; i++) r.ms_ls[i] = 0, r.ls_chunk[i] = 0;
+    for (int run = 0; run < 16; run++) {
         /* 0/1 default hard/soft, 2 soft persistent on, 3 soft per-step cuBLAS GEMM + cell kernel, 4/5 fused
          * hard/soft, 6 soft wavefront pairs, 7-10 soft per-step mma steps (cu_mma_step.h) with the auto
          * tile and tiles 1-3 (RNNT_CUDA_MMA_TILE, read when the graph is captured), 11 auto tile with
@@ -382,6 +381,11 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 || run >= 7 ? -1 : 0, fused = run == 4 || run == 5;
         if (!f16 && run >= 7 && run <= 11) continue;
         if (g_fast && (run == 0 || (run >= 4 && run <= 11))) continue;
+        if (run >= 14 && B < 32) continue;
+        /* 14-15: the default chunk with the recurrent GEMMs chosen for 66 and 33 SMs (RNNT_CUDA_LSTREAM_SMS) */
+        if (run == 14) setenv("RNNT_CUDA_LSTREAM_SMS", "66", 1);
+        else if (run == 15) setenv("RNNT_CUDA_LSTREAM_SMS", "33", 1);
+        else unsetenv("RNNT_CUDA_LSTREAM_SMS");
         if (run == 13) {
             int bcap = (B + 7) / 8 * 8, c = (B >= 64 ? 4096 : 1024) / bcap; /* the encoder's default chunk */
             char ce[16];
@@ -425,6 +429,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         if (run >= 12) {
             r.ms_ls[run - 12] = ms;
             r.ls_chunk[run - 12] = cu_encoder_lstream_chunk(e);
+            if (run >= 14) r.ls_chunk[run - 12] = cu_encoder_lstream_sms(e);
         }
         if (run == 1 || run == 6 || run == 7 || run == 12) {
             std::vector<float> &ys = run == 1 ? r.y_soft : run == 6 ? r.y_wave : run == 12 ? r.y_ls : r.y_mma;
@@ -466,6 +471,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     unsetenv("RNNT_CUDA_MMA_TILE");
     unsetenv("RNNT_CUDA_MMA_PDL");
     unsetenv("RNNT_CUDA_LSTREAM_CHUNK");
+    unsetenv("RNNT_CUDA_LSTREAM_SMS");
     /* the input projections alone (all layers), to split the time: GEMM over all steps vs recurrence */
     {
         int chunk = B >= 64 ? 4096 : 1024; /* the encoder's default r_in (cu_encoder.h) */
@@ -624,9 +630,9 @@ int main(int argc, char **argv)
                                                             ystd[((size_t)t * sh.B + b) * sh.H + j]));
             double tfl = flop / (o.ms_ls[0] * 1e-3) / 1e12;
             char ll[480];
-            snprintf(ll, sizeof ll, "| %s | %s | %d | %.3f | %s | %.3f (%d) | %.3f (%d) | %.3f (%s) | %.2f | %.2f | %.2f | %.1f | %.1f | %.2g | %s |",
+            snprintf(ll, sizeof ll, "| %s | %s | %d | %.3f | %s | %.3f (%d) | %.3f (%d) | %.3f / %.3f | %.3f (%s) | %.2f | %.2f | %.2f | %.1f | %.1f | %.2g | %s |",
                      shp, sh.f16 ? "fp16" : "fp32", sh.B, o.ms_soft, o.graph_txt, o.ms_ls[0], o.ls_chunk[0], o.ms_ls[1],
-                     o.ls_chunk[1], best.ms, algo_name(best_algo), o.ms_soft / best.ms, o.ms_ls[0] / best.ms,
+                     o.ls_chunk[1], o.ms_ls[2], o.ms_ls[3], best.ms, algo_name(best_algo), o.ms_soft / best.ms, o.ms_ls[0] / best.ms,
                      o.ms_ls[1] / best.ms, tfl, 100.0 * tfl / peak16, dl,
                      o.y_ls == o.y_soft ? "yes" : "no");
             lss.push_back(ll);
@@ -668,9 +674,9 @@ int main(int argc, char **argv)
     if (lss.size()) {
         printf("\nPer-step layers as a wavefront over streams (encoder param lstreams = 1, persistent kernel off), soft, "
                "same process:\n| shape | dtype | B | ours default ms | per-step graph ms | layer streams ms (chunk) | "
-               "quarter chunk ms (chunk) | cuDNN best ms (algo) | default / cuDNN | layer streams / cuDNN | quarter chunk / "
+               "quarter chunk ms (chunk) | GEMMs for 66 / 33 SMs ms | cuDNN best ms (algo) | default / cuDNN | layer streams / cuDNN | quarter chunk / "
                "cuDNN | TFLOP/s | %% of fp16 peak | max abs(layer streams - cuDNN) | bitwise = default |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (auto &l : lss) printf("%s\n", l.c_str());
     }
     printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
