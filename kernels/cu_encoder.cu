@@ -45,6 +45,8 @@ struct cu_encoder {
      * own h, gates and c, a ring of lring chunk buffers for its input projection (l >= 1) and for its output
      * (l < n_enc - 1; the last layer writes e->y as the per-step path does) */
     int lchunk, lring, lev_n, lsms; /* steps per chunk of the last layer (0: off), ring slots, events per kind */
+    int lrows_rin;        /* 1: a chunk's projection in calls of r_in rows (the per-step path's shape: its bits);
+                             0: one call of bcap x (the layer's chunk) rows (no padding rows at the runner's size) */
     cudaStream_t *ls;
     cublasHandle_t *lblas;
     void *lbuf;           /* the buffers above and the workspaces, one allocation (zeroed at create) */
@@ -104,6 +106,11 @@ static int lstream_chunk_of(const cu_encoder *e, int l)
     for (int j = l; j + 1 < e->w->n_enc; j++) c *= e->w->enc[j].time_stack;
     return c;
 }
+/* Rows per projection call of layer l's chunks: fixed per runner (so a row's bits never depend on the batch). */
+static int lstream_rows_of(const cu_encoder *e, int l)
+{
+    return e->lrows_rin ? e->r_in : e->bcap * lstream_chunk_of(e, l);
+}
 
 static const size_t kLstreamWorkspace = 32u << 20; /* the backend's cuBLAS workspace (backend_cuda.cu) */
 enum { kLstreamMaxLayers = 64 };
@@ -145,7 +152,7 @@ static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, si
 {
     const cu_weights *w = e->w;
     int n = w->n_enc, n2 = 2 * n, ne = n * 2 * e->lev_n + 1 + n2;
-    size_t B = (size_t)e->bcap, rin = (size_t)e->r_in, esz = cu_dtype_size(w->dt), R = (size_t)e->lring;
+    size_t B = (size_t)e->bcap, esz = cu_dtype_size(w->dt), R = (size_t)e->lring;
     e->ls = (cudaStream_t *)calloc((size_t)n2, sizeof(cudaStream_t));
     e->lblas = (cublasHandle_t *)calloc((size_t)n2, sizeof(cublasHandle_t));
     e->lev = (cudaEvent_t *)calloc((size_t)ne, sizeof(cudaEvent_t));
@@ -165,8 +172,10 @@ static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, si
     for (int l = 0; l < n; l++) {
         const cu_lstm_w *L = &w->enc[l];
         size_t cl = (size_t)lstream_chunk_of(e, l);
-        e->lxr_slot[l] = l > 0 ? cu_round_up(B * cl, rin) * L->g4 : 0;
-        e->lyr_slot[l] = l + 1 < n ? cu_round_up(B * (size_t)lstream_chunk_of(e, l + 1), rin) * w->enc[l + 1].in_w : 0;
+        e->lxr_slot[l] = l > 0 ? cu_round_up(B * cl, (size_t)lstream_rows_of(e, l)) * L->g4 : 0;
+        e->lyr_slot[l] = l + 1 < n ? cu_round_up(B * (size_t)lstream_chunk_of(e, l + 1), (size_t)lstream_rows_of(e, l + 1)) *
+                                         w->enc[l + 1].in_w
+                                   : 0;
         size_t bytes[5] = {rec_rows * L->hp * esz, rec_rows * L->g4 * 4, B * L->hp * 4, R * e->lxr_slot[l] * esz,
                            R * e->lyr_slot[l] * esz};
         for (int i = 0; i < 5; i++) {
@@ -299,12 +308,14 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
         want_mma = env ? atoi(env) : 0;
     }
     e->mma_step = want_mma > 0 && w->dt == CU_F16 && !e->fused_bt && e->n_persist < w->n_enc;
-    /* The layers as a wavefront over streams (p->lstreams > 0, or RNNT_CUDA_LSTREAMS=1 when it is 0): only
-     * where every layer is a plain per-step layer whose input is the previous layer's (time-stacked) h. */
+    /* The layers as a wavefront over streams (p->lstreams > 0; when it is 0, RNNT_CUDA_LSTREAMS=1 / 0 on / off,
+     * else on for runners of max_batch >= CU_LSTREAMS_AUTO_MIN_B, where it measured faster than the per-step
+     * graph: kernels/dev/NOTES.md, "Layers as a wavefront over streams"): only where every layer is a plain
+     * per-step layer whose input is the previous layer's (time-stacked) h. */
     int want_ls = p->lstreams > 0;
     if (p->lstreams == 0) {
         const char *env = getenv("RNNT_CUDA_LSTREAMS");
-        want_ls = env && atoi(env) > 0;
+        want_ls = env ? atoi(env) > 0 : e->bcap >= CU_LSTREAMS_AUTO_MIN_B;
     }
     int ls_ok = want_ls && w->n_enc >= 2 && w->n_enc <= kLstreamMaxLayers && e->n_persist == 0 && !e->fused_bt && !e->mma_step;
     for (int l = 0; ls_ok && l < w->n_enc; l++) {
@@ -315,7 +326,10 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     if (ls_ok) {
         const char *ce_chunk = getenv("RNNT_CUDA_LSTREAM_CHUNK"), *ce_ring = getenv("RNNT_CUDA_LSTREAM_RING");
         /* a chunk of the last layer fills one all-steps GEMM call (r_in rows) at the runner's max_batch */
-        e->lchunk = ce_chunk && atoi(ce_chunk) > 0 ? atoi(ce_chunk) : (e->r_in / e->bcap > 1 ? e->r_in / e->bcap : 1);
+        /* RNNT_CUDA_LSTREAM_CHUNK=C: C steps, projections in calls of one chunk; default: a chunk of one r_in call at
+         * the runner's max_batch, in calls of r_in rows (the per-step path's bits) */
+        e->lrows_rin = !(ce_chunk && atoi(ce_chunk) > 0);
+        e->lchunk = !e->lrows_rin ? atoi(ce_chunk) : (e->r_in / e->bcap > 1 ? e->r_in / e->bcap : 1);
         e->lring = ce_ring && atoi(ce_ring) > 0 ? atoi(ce_ring) : 2;
         e->lev_n = e->lring + 1;
     }
@@ -543,7 +557,7 @@ static rnnt_status enqueue_lstreams(cu_encoder *e, int nb, int tb, char *err, si
                 CU_TRY(cudaStreamWaitEvent(P, done[(size_t)(l - 1) * E + k % E], 0));
                 if (k >= R) CU_TRY(cudaStreamWaitEvent(P, done[(size_t)l * E + (k - R) % E], 0));
                 RNNT_TRY(cu_gemm_rows(e->lblas[2 * l + 1], w->dt, nb * C[l], 4 * H, L->in_w, yin, L->in_w, L->w_ih,
-                                      L->in_w, xr, 0, L->g4, e->r_in, err, errlen));
+                                      L->in_w, xr, 0, L->g4, lstream_rows_of(e, l), err, errlen));
                 CU_TRY(cudaEventRecord(proj[(size_t)l * E + k % E], P));
                 CU_TRY(cudaStreamWaitEvent(S, proj[(size_t)l * E + k % E], 0));
             }
@@ -806,4 +820,5 @@ int cu_encoder_mma_steps(const cu_encoder *e) { return e->mma_step; }
 int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }
 size_t cu_encoder_stage_chunk(const cu_encoder *e) { return cu_stager_chunk(e->stager); }
 int cu_encoder_lstream_chunk(const cu_encoder *e) { return e->lchunk; }
+int cu_encoder_lstream_same_bits(const cu_encoder *e) { return e->lchunk && e->lrows_rin && !e->lsms; }
 int cu_encoder_lstream_sms(const cu_encoder *e) { return e->lsms; }

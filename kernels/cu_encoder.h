@@ -14,6 +14,9 @@
 
 #include "cu_weights.h"
 
+/* Runners of at least this many slots run their per-step layers as a wavefront over streams by default. */
+#define CU_LSTREAMS_AUTO_MIN_B 64
+
 typedef struct {
     int max_batch, max_frames;
     int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
@@ -36,7 +39,8 @@ typedef struct {
                         on its own stream (and its input projection on another, chunk by chunk of time, as
                         soon as layer l - 1 has written the chunk), so the recurrences of all layers overlap.
                         Same kernels and GEMM shapes as the per-step path, so the same bits. -1 never; 0
-                        (default): as RNNT_CUDA_LSTREAMS=1 says. Per encoder. */
+                        (default): as RNNT_CUDA_LSTREAMS=1 / 0 says, else for runners of max_batch >=
+                        CU_LSTREAMS_AUTO_MIN_B. Per encoder. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
@@ -92,6 +96,8 @@ int cu_encoder_fused_steps(const cu_encoder *e);
 int cu_encoder_lstream_chunk(const cu_encoder *e);
 /* The SM count its recurrent GEMMs were chosen for (RNNT_CUDA_LSTREAM_SMS; 0: cuBLAS's default). */
 int cu_encoder_lstream_sms(const cu_encoder *e);
+/* Whether they run the per-step path's GEMM shapes and kernels (so its bits). */
+int cu_encoder_lstream_same_bits(const cu_encoder *e);
 /* Whether the per-step layers run cu_lstm_mma_step (cu_mma_step.h). */
 int cu_encoder_mma_steps(const cu_encoder *e);
 /* Staging threads beside the caller, and bytes per staging chunk. */
