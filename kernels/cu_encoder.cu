@@ -212,14 +212,17 @@ static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, si
         CU_TRY(cudaStreamCreateWithPriority(&e->ls[i], cudaStreamNonBlocking, i % 2 ? prio_lo : prio_hi));
         RNNT_TRY(cu_blas_create(e->ls[i], a + o_ws + (size_t)i * kLstreamWorkspace, kLstreamWorkspace, &e->lblas[i], err,
                                 errlen));
-        /* RNNT_CUDA_LSTREAM_SMS=n: the recurrent GEMMs chosen for n SMs, so that those of concurrent layers can
-         * share the GPU (another kernel than the per-step path's, so other bits; still one shape, one kernel) */
-        const char *sms = getenv("RNNT_CUDA_LSTREAM_SMS");
-        if (i % 2 == 0 && sms && atoi(sms) > 0) {
-            cublasStatus_t bs = cublasSetSmCountTarget(e->lblas[i], atoi(sms));
+        /* The recurrent GEMMs chosen for n SMs (cublasSetSmCountTarget), so that those of concurrent layers can
+         * share the GPU: another kernel than the per-step path's, so other bits, but one shape and one kernel per
+         * runner. RNNT_CUDA_LSTREAM_SMS=n (0: cuBLAS's own choice); default 66 up to 64 slots, 33 above (the best
+         * of the sweep in run 2); none in the rin mode. */
+        const char *ce_sms = getenv("RNNT_CUDA_LSTREAM_SMS");
+        int sms = ce_sms ? atoi(ce_sms) : e->lrows_rin ? 0 : e->bcap <= 64 ? 66 : 33;
+        if (i % 2 == 0 && sms > 0) {
+            cublasStatus_t bs = cublasSetSmCountTarget(e->lblas[i], sms);
             if (bs != CUBLAS_STATUS_SUCCESS)
                 return cu_set_err(err, errlen, cu_status_of_blas(bs), "cublas: SM count target: %s", cu_blas_str(bs));
-            e->lsms = atoi(sms);
+            e->lsms = sms;
         }
     }
     for (int i = 0; i < ne; i++) CU_TRY(cudaEventCreateWithFlags(&e->lev[i], cudaEventDisableTiming));
@@ -315,7 +318,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     int want_ls = p->lstreams > 0;
     if (p->lstreams == 0) {
         const char *env = getenv("RNNT_CUDA_LSTREAMS");
-        want_ls = env ? atoi(env) > 0 : e->bcap >= CU_LSTREAMS_AUTO_MIN_B;
+        want_ls = env ? atoi(env) > 0 : e->bcap >= CU_LSTREAMS_AUTO_MIN_B && !p->fused;
     }
     int ls_ok = want_ls && w->n_enc >= 2 && w->n_enc <= kLstreamMaxLayers && e->n_persist == 0 && !e->fused_bt && !e->mma_step;
     for (int l = 0; ls_ok && l < w->n_enc; l++) {
@@ -325,11 +328,14 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     }
     if (ls_ok) {
         const char *ce_chunk = getenv("RNNT_CUDA_LSTREAM_CHUNK"), *ce_ring = getenv("RNNT_CUDA_LSTREAM_RING");
-        /* a chunk of the last layer fills one all-steps GEMM call (r_in rows) at the runner's max_batch */
-        /* RNNT_CUDA_LSTREAM_CHUNK=C: C steps, projections in calls of one chunk; default: a chunk of one r_in call at
-         * the runner's max_batch, in calls of r_in rows (the per-step path's bits) */
-        e->lrows_rin = !(ce_chunk && atoi(ce_chunk) > 0);
-        e->lchunk = !e->lrows_rin ? atoi(ce_chunk) : (e->r_in / e->bcap > 1 ? e->r_in / e->bcap : 1);
+        /* RNNT_CUDA_LSTREAM_CHUNK=C: C steps per chunk, projections in calls of one chunk (the fp16 default, C 16:
+         * the best or within 3% of it from B 24 to 256 in the sweep of run 2); =rin (the fp32 default): a chunk
+         * of one r_in call at the runner's max_batch, in calls of r_in rows, and cuBLAS's own kernels: the
+         * per-step path's bits, which are also the streams' (cu_stream.h), so fp32 streams keep decoding as whole
+         * utterances do */
+        e->lrows_rin = ce_chunk ? !strcmp(ce_chunk, "rin") : w->dt != CU_F16;
+        e->lchunk = e->lrows_rin ? (e->r_in / e->bcap > 1 ? e->r_in / e->bcap : 1)
+                                 : ce_chunk && atoi(ce_chunk) > 0 ? atoi(ce_chunk) : CU_LSTREAM_CHUNK_DEFAULT;
         e->lring = ce_ring && atoi(ce_ring) > 0 ? atoi(ce_ring) : 2;
         e->lev_n = e->lring + 1;
     }

@@ -14,8 +14,10 @@
 
 #include "cu_weights.h"
 
-/* Runners of at least this many slots run their per-step layers as a wavefront over streams by default. */
-#define CU_LSTREAMS_AUTO_MIN_B 64
+/* Runners of at least this many slots (above CU_PERSIST_AUTO_MAX_B) run their per-step layers as a wavefront
+ * over streams by default, in chunks of CU_LSTREAM_CHUNK_DEFAULT steps of the last layer. */
+#define CU_LSTREAMS_AUTO_MIN_B 24
+#define CU_LSTREAM_CHUNK_DEFAULT 16
 
 typedef struct {
     int max_batch, max_frames;
@@ -38,9 +40,11 @@ typedef struct {
                         steps, projection or LayerNorm), the layers run as a wavefront over streams: layer l
                         on its own stream (and its input projection on another, chunk by chunk of time, as
                         soon as layer l - 1 has written the chunk), so the recurrences of all layers overlap.
-                        Same kernels and GEMM shapes as the per-step path, so the same bits. -1 never; 0
-                        (default): as RNNT_CUDA_LSTREAMS=1 / 0 says, else for runners of max_batch >=
-                        CU_LSTREAMS_AUTO_MIN_B. Per encoder. */
+                        The per-step path's kernels; its GEMM shapes and bits in fp32 and with
+                        RNNT_CUDA_LSTREAM_CHUNK=rin (fp16 by default: chunks of 16 steps and recurrent GEMMs
+                        chosen for part of the SMs: other bits, fixed per runner). -1 never; 0 (default): as
+                        RNNT_CUDA_LSTREAMS=1 / 0 says, else for runners of max_batch >= CU_LSTREAMS_AUTO_MIN_B
+                        (not fused). Per encoder. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default

@@ -378,6 +378,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     r.ms_wave = 0;
     r.default_mma = 0;
     r.default_ls = 0;
+    r.ms_hard = 0; /* --fast skips the hard run */
     for (int i = 0; i < 5; i++) r.ms_mma[i] = 0;
     for (int i = 0; i < 4; i++) r.ms_ls[i] = 0, r.ls_chunk[i] = 0;
     for (int run = 0; run < 16; run++) {
