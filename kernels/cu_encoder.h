@@ -108,7 +108,8 @@ int cu_encoder_mma_steps(const cu_encoder *e);
 int cu_encoder_stage_helpers(const cu_encoder *e);
 size_t cu_encoder_stage_chunk(const cu_encoder *e);
 /* Layer outputs of the last run (dev pointer to [nb][T_l][hp_l] of layer l), for the stage tests; only
- * the last two layers' outputs survive (ping-pong buffers). */
+ * the last two layers' outputs survive (ping-pong buffers), under layer streams only the last layer's (the
+ * others pass through chunk rings). */
 const void *cu_encoder_layer_out(const cu_encoder *e, int l);
 
 /* Rows per chunk of the all-steps GEMMs and of the recurrent GEMM (streams use the same, cu_stream.h). */
