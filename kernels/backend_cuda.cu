@@ -9,7 +9,10 @@
  *   RNNT_CUDA_GRAPHS=0       launch the encoder's kernels directly instead of replaying graphs
  *   RNNT_CUDA_PERSIST=0|1    the persistent recurrence kernel (cu_persist.h) off, or on for every fp16
  *                            runner of max_batch <= 64 (CU_PERSIST_MAX_B); default: on for fp16 runners
- *                            of max_batch <= 32 (CU_PERSIST_AUTO_MAX_B), where it measured faster
+ *                            of max_batch <= 16 (CU_PERSIST_AUTO_MAX_B), where it measured faster
+ *   RNNT_CUDA_LSTREAMS=0|1   the encoder layers as a wavefront over streams (cu_encoder.h lstreams) off, or on
+ *                            wherever every layer is per-step; default: runners of max_batch >= 24 (fp16: chunks
+ *                            of 16 steps, RNNT_CUDA_LSTREAM_CHUNK=rin for the per-step path's bits; fp32: those bits)
  *   RNNT_CUDA_MMA_STEP=1     per-step fp16 layers: each recurrent step one tensor-core kernel with the cell in
  *                            its epilogue (cu_mma_step.h) instead of a cuBLAS GEMM + the cell kernel (read
  *                            by cu_encoder_create; off by default)
