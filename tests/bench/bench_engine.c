@@ -28,8 +28,8 @@
  * --async 1: per batch size, one runner and one thread decoding reps batches back to back, first with
  * rnnt_runner_decode (each call waits), then with rnnt_runner_submit / rnnt_runner_collect keeping two
  * batches in flight (batch k + 1 staged while batch k runs), alternating the two 3 times; per mode the
- * wall time per batch (median of the 3 rounds; between the first batch's completion and the last's)
- * and the difference, the host time hidden; the tokens of every batch are checked equal between the
+ * wall time per batch (median of the 3 rounds; from the first call to the last batch's completion,
+ * over reps + 1) and the difference, the host time hidden; the tokens of every batch are checked equal between the
  * modes.
  * --max-batch N: every runner holds N utterances whatever its batch size (the daemon's runners hold
  * batching.max_batch and decode smaller batches; an fp16 runner of max_batch <= 32 takes the
@@ -204,10 +204,10 @@ static int run_async(const rnnt_model *m, rnnt_runner_params p, int B, int frame
     int failed = 0;
     for (int round = 0; round < 3 && !failed; round++)
         for (int mode = 0; mode < 2 && !failed; mode++) {
-            /* reps + 1 batches; the time per batch is between the first batch's completion and the
-             * last's, over reps (steady state: in flight, batch k + 1 was staged before k ended) */
+            /* reps + 1 batches; the time per batch is from the first call to the last batch's
+             * completion, over reps + 1 (in flight, the first batch's staging is not hidden) */
             int total = reps + 1, done = 0;
-            double t_first = 0, t_last = 0;
+            double t_first = now_s(), t_last = 0;
             for (int k = 0; k <= total && !failed; k++) {
                 int n = 0;
                 rnnt_result *o = res[mode];
@@ -221,15 +221,13 @@ static int run_async(const rnnt_model *m, rnnt_runner_params p, int B, int frame
                     if (rnnt_runner_collect(r, o, &n, NULL, err, sizeof err)) failed = 1;
                 }
                 if (failed) break;
-                double t = now_s();
-                if (done == 0) t_first = t;
-                t_last = t;
+                t_last = now_s();
                 long long sum = 0;
                 for (int b = 0; b < n; b++) sum += o[b].n_tokens * 131LL + (o[b].n_tokens ? o[b].tokens[0] : 0);
                 tok_sum[mode][done++] = sum;
             }
             if (failed) break;
-            wall[mode][round] = (t_last - t_first) / reps;
+            wall[mode][round] = (t_last - t_first) / total;
         }
     if (failed) fprintf(stderr, "decode: %s\n", err);
     int same = 1;
