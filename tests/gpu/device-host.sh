@@ -68,7 +68,7 @@ one_load() {
   local vm=$!
   (sleep $((secs / 2 + 3)); top -b -n 1 -w 200 | head -25 > "$OUT/top-$name.log") &
   for p in $(seq $procs); do
-    timeout $(tmo $((secs + 60))) python3 tests/bench/loadgen.py --url http://127.0.0.1:$PORT --frames 1000 --utterances 16 \
+    timeout $(tmo $((secs + 60))) python3 $H/loadgen.py --url http://127.0.0.1:$PORT --frames 1000 --utterances 16 \
       --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json > /tmp/hp/load-$p.json 2>&1 &
   done
   wait $(jobs -p | grep -v -e "^$PID$" -e "^$vm$") 2>/dev/null

@@ -11,4 +11,4 @@ cmake --build "$build" -j2 --target test_submit test_cuda_engine test_stream ben
 mkdir -p "$dest"
 tests/gpu/stage-pack.sh "$dest" "$build"/tests/engine/test_submit "$build"/tests/gpu/test_cuda_engine \
   "$build"/tests/engine/test_stream "$build"/tests/bench/bench_engine "$build"/server/rnntd
-cp tests/gpu/device-host.sh tests/gpu/device-common.sh "$dest/"
+cp tests/gpu/device-host.sh tests/gpu/device-common.sh tests/bench/loadgen.py "$dest/"
