@@ -1,9 +1,7 @@
 #!/bin/bash
 # On the GPU machine, from the repository root, after tests/gpu/stage-host.sh here and a `run` carrying
 # .gpu/host: issue 16 §3, the host side. Steps (comma list, default all):
-#   test    gpu_test_submit (fp32, fp16): two batches in flight == rnnt_runner_decode; test_cuda_engine
-#           on the shipped model (fp32 parity with the CPU, fp16 agreement, batch invariance), CUDA
-#           test_stream (the encoder's staging order changed)
+#   test    gpu_test_submit (fp32, fp16): two batches in flight == rnnt_runner_decode
 #   bench   bench_engine on the shipped model: batch 1 in a runner of 1 and of 256 (what the daemon's
 #           lone request ran on), then --async 1 (decode vs submit/collect, two in flight) at 1, 32, 256
 #   lone    rnntd --backend cuda fp16 max_batch 256, 2 workers: 1 client of random 10 s utterances,
@@ -12,9 +10,11 @@
 #   load    the same daemon, 8 x 64 clients of random 10 s utterances, RNNTD_RUNNER_SUBMIT=0 (before:
 #           svc_run's copy + the runner's staging) then the default (submit/collect), A/B; vmstat 1 and
 #           per-process CPU (top) during each load, to say what the machine was doing
+#   unit    test_cuda_engine on the shipped model (fp32 parity with the CPU, fp16 agreement, batch
+#           invariance) and CUDA test_stream (the encoder's staging order changed)
 # Logs in $OUT; BUDGET_S bounds the whole script.
 set -u
-steps=${1:-test,bench,lone,load}
+steps=${1:-test,bench,lone,load,unit}
 H=$(cd "$(dirname "$0")" && pwd)
 source "$H/device-common.sh"
 open_pack "$H/pack.tar.xz" /tmp/hp cublas cuda_runtime cufft
@@ -29,12 +29,6 @@ if has test; then
     RNNT_TEST_BACKEND=cuda RNNT_TEST_PRECISION=$pr timeout $(tmo 120) $B/test_submit > "$OUT/test_submit_$pr.log" 2>&1
     echo "exit $?"; grep -E "^seed|PASSED|FAILED|differs|\[  ERROR" "$OUT/test_submit_$pr.log" | head -5
   done
-  log "test_cuda_engine (RNNT_GPU_MODELS=$M)"
-  RNNT_GPU_MODELS=$M timeout $(tmo 200) $B/test_cuda_engine > "$OUT/test_cuda_engine.log" 2>&1
-  echo "exit $?"; grep -E "PASSED|FAILED" "$OUT/test_cuda_engine.log" | tail -3
-  log "test_stream cuda"
-  RNNT_TEST_BACKEND=cuda timeout $(tmo 150) $B/test_stream > "$OUT/test_stream.log" 2>&1
-  echo "exit $?"; grep -E "PASSED|FAILED" "$OUT/test_stream.log" | tail -2
 fi
 
 if has bench; then
@@ -117,5 +111,13 @@ if has load; then
     one_load load-$mode 8 64 20
     stop_daemon load-$mode
   done
+fi
+if has unit; then
+  log "test_cuda_engine (RNNT_GPU_MODELS=$M)"
+  RNNT_GPU_MODELS=$M timeout $(tmo 200) $B/test_cuda_engine > "$OUT/test_cuda_engine.log" 2>&1
+  echo "exit $?"; grep -E "PASSED|FAILED" "$OUT/test_cuda_engine.log" | tail -3
+  log "test_stream cuda"
+  RNNT_TEST_BACKEND=cuda timeout $(tmo 150) $B/test_stream > "$OUT/test_stream.log" 2>&1
+  echo "exit $?"; grep -E "PASSED|FAILED" "$OUT/test_stream.log" | tail -2
 fi
 log done
