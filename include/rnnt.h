@@ -6,7 +6,9 @@
  *                so any number of threads and runners may share one.
  *   rnnt_runner  a backend (CPU or CUDA) bound to a model, with all scratch memory for up to
  *                max_batch utterances of up to max_frames frames allocated at creation. One thread at a
- *                time per runner; use one runner per worker thread.
+ *                time per runner; use one runner per worker thread. It holds the batches submitted and
+ *                not yet collected (rnnt_runner_submit, at most RNNT_RUNNER_MAX_PENDING) and their
+ *                results until rnnt_runner_collect hands them over.
  *   rnnt_result  the decoding of one utterance (tokens, frames, text); owned by the caller, released
  *                with rnnt_result_clear().
  *   rnnt_frontend / rnnt_frontend_stream  PCM -> features (below): one frontend per model, shared by
