@@ -10,6 +10,7 @@
 #   load    the same daemon, 8 x 64 clients of random 10 s utterances, RNNTD_RUNNER_SUBMIT=0 (before:
 #           svc_run's copy + the runner's staging) then the default (submit/collect), A/B; vmstat 1 and
 #           per-process CPU (top) during each load, to say what the machine was doing
+#   scale   top -H under 8 x 64 and 16 x 32 clients, and 16 x 32 without submit (A/B)
 #   unit    test_cuda_engine on the shipped model (fp32 parity with the CPU, fp16 agreement, batch
 #           invariance) and CUDA test_stream (the encoder's staging order changed)
 # Logs in $OUT; BUDGET_S bounds the whole script.
@@ -60,7 +61,7 @@ one_load() {
   rm -f /tmp/hp/load-*.json
   (vmstat 1 $((secs + 4)) > "$OUT/vmstat-$name.log") &
   local vm=$!
-  (sleep $((secs / 2 + 3)); top -b -n 1 -w 200 | head -25 > "$OUT/top-$name.log") &
+  (sleep $((secs / 2 + 3)); top -b -n 1 -H -w 200 | head -${TOP_LINES:-25} > "$OUT/top-$name.log") &
   for p in $(seq $procs); do
     timeout $(tmo $((secs + 60))) python3 $H/loadgen.py --url http://127.0.0.1:$PORT --frames 1000 --utterances 16 \
       --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json > /tmp/hp/load-$p.json 2>&1 &
@@ -112,6 +113,32 @@ if has load; then
     stop_daemon load-$mode
   done
 fi
+if has scale; then
+  # who is busy under load: threads of rnntd and of the Python clients (top -H, mid-load), with 8 and 16
+  # client processes, then the 16-process load without submit/collect (A/B)
+  for spec in "after 8 64" "after 16 32" "before 16 32"; do
+    set -- $spec
+    envs="RNNTD_RUNNER_SUBMIT=0"; [ $1 = after ] && envs="RNNTD_RUNNER_SUBMIT=1"
+    log "scale: $2 x $3 clients, $1"
+    start_daemon scale-$1-$2 $envs || continue
+    python3 - "$PORT" <<'PY'
+import http.client, json, random, struct, array, sys
+n, dim = 1000, 80
+r = random.Random(1)
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (n, dim)
+hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
+body = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + array.array("f", [r.gauss(-4.0, 2.5) for _ in range(n * dim)]).tobytes()
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+c.request("POST", "/v1/transcribe", body=body, headers={"Content-Type": "application/x-npy"})
+d = c.getresponse().read()
+print("  one 10 s random request: body %d bytes, reply %d bytes, %d tokens" % (len(body), len(d), len(json.loads(d)["tokens"])))
+PY
+    TOP_LINES=40 one_load scale-$1-$2x$3 $2 $3 12
+    sed -n '1,5p;7,40p' "$OUT/top-scale-$1-$2x$3.log" | cut -c1-150
+    stop_daemon scale-$1-$2
+  done
+fi
+
 if has unit; then
   log "test_cuda_engine (RNNT_GPU_MODELS=$M)"
   RNNT_GPU_MODELS=$M timeout $(tmo 200) $B/test_cuda_engine > "$OUT/test_cuda_engine.log" 2>&1
