@@ -139,6 +139,31 @@ PY
   done
 fi
 
+if has threads; then
+  # CPU time per thread name of rnntd over a 10 s load of 8 x 64 clients (/proc/PID/task/*/stat: utime +
+  # stime in clock ticks, before and after), to say which threads the daemon's time goes to
+  log "threads: 8 x 64 clients, CPU seconds per thread name"
+  if start_daemon threads RNNTD_RUNNER_SUBMIT=1; then
+    snap() { for t in /proc/$PID/task/*; do awk '{ sub(/^[0-9]+ \(/, ""); n = $0; sub(/\).*/, "", n); sub(/^[^)]*\) /, ""); print n, $12 + $13 }' $t/stat 2>/dev/null; done; }
+    (sleep 5; snap > /tmp/hp/snap0; sleep 10; snap > /tmp/hp/snap1) &
+    sn=$!
+    one_load threads 8 64 12
+    wait $sn
+    python3 - /tmp/hp/snap0 /tmp/hp/snap1 $(getconf CLK_TCK) <<'PY'
+import sys, collections
+def rd(f):
+    d = collections.defaultdict(float); c = collections.Counter()
+    for l in open(f):
+        n, v = l.rsplit(" ", 1); d[n] += float(v); c[n] += 1
+    return d, c
+a, _ = rd(sys.argv[1]); b, c = rd(sys.argv[2]); hz = float(sys.argv[3])
+for n in sorted(b, key=lambda k: -(b[k] - a.get(k, 0))):
+    print("  %-16s threads %2d  CPU %.2f s over 10 s" % (n, c[n], (b[n] - a.get(n, 0)) / hz))
+PY
+    stop_daemon threads
+  fi
+fi
+
 if has unit; then
   log "test_cuda_engine (RNNT_GPU_MODELS=$M)"
   RNNT_GPU_MODELS=$M timeout $(tmo 200) $B/test_cuda_engine > "$OUT/test_cuda_engine.log" 2>&1
