@@ -73,6 +73,12 @@ struct cu_encoder {
     cudaStream_t cs;
     cudaEvent_t ev_in, ev_up;
     int up_recorded;
+    /* ev_raw: the point on s after the last encoder run, which has read the device input (raw); the
+     * next batch's raw transfers wait only for it, so with a batch staged while another runs
+     * (rnnt_runner_submit) they overlap the running batch's decoding; meta, which the decoder reads,
+     * still waits for everything enqueued on s */
+    cudaEvent_t ev_raw;
+    int raw_recorded;
     const float **seg_src; /* [max_batch] */
     size_t *seg_bytes;     /* [max_batch] */
     /* batch */
@@ -423,6 +429,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     ce = cudaStreamCreateWithFlags(&e->cs, cudaStreamNonBlocking);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_in, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_raw, cudaEventDisableTiming);
     if (ce != cudaSuccess)
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
     if (st == RNNT_OK)
@@ -445,6 +452,7 @@ void cu_encoder_free(cu_encoder *e)
     cu_stager_free(e->stager);
     for (int i = 0; i < e->cache_n; i++) cudaGraphExecDestroy(e->cache[i].exec);
     if (e->ev_in) cudaEventDestroy(e->ev_in);
+    if (e->ev_raw) cudaEventDestroy(e->ev_raw);
     if (e->ev_up) cudaEventDestroy(e->ev_up);
     if (e->cs) cudaStreamDestroy(e->cs);
     if (e->arena) cudaFree(e->arena);
@@ -497,14 +505,20 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     for (int l = 0; l < w->n_enc; l++) t_enc /= w->enc[l].time_stack;
     e->h_meta[0] = t_enc;
     e->raw_used = used;
-    /* Transfers on cs, after everything enqueued on s so far (it may still read the device input);
-     * meta first, then raw chunk by chunk as the host copy finishes them. */
+    /* Transfers on cs: raw chunk by chunk as the host copy finishes them, once the last encoder run
+     * has read the device input (ev_raw); then meta, after everything enqueued on s so far (a running
+     * batch's decoder reads its lengths until it ends). */
+    rnnt_status st = RNNT_OK;
+    if (feats) {
+        if (!e->raw_recorded) CU_TRY(cudaEventRecord(e->ev_raw, e->s));
+        e->raw_recorded = 1;
+        CU_TRY(cudaStreamWaitEvent(e->cs, e->ev_raw, 0));
+        st = cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw, e->raw, e->cs, err,
+                            errlen);
+    }
     CU_TRY(cudaEventRecord(e->ev_in, e->s));
     CU_TRY(cudaStreamWaitEvent(e->cs, e->ev_in, 0));
     CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, e->meta_ints * 4, cudaMemcpyHostToDevice, e->cs));
-    rnnt_status st = feats ? cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw,
-                                            e->raw, e->cs, err, errlen)
-                           : RNNT_OK;
     CU_TRY(cudaEventRecord(e->ev_up, e->cs));
     e->up_recorded = 1;
     RNNT_TRY(st);
@@ -772,7 +786,20 @@ rnnt_status cu_encoder_upload(cu_encoder *e, char *err, size_t errlen)
     return RNNT_OK;
 }
 
+static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen);
+
 rnnt_status cu_encoder_compute(cu_encoder *e, char *err, size_t errlen)
+{
+    rnnt_status st = compute_batch(e, err, errlen);
+    /* after it the device input has been read (cu_encoder_stage); recorded after a failure too */
+    cudaError_t ce = cudaEventRecord(e->ev_raw, e->s);
+    e->raw_recorded = ce == cudaSuccess;
+    if (st == RNNT_OK && ce != cudaSuccess)
+        return cu_set_err(err, errlen, cu_status_of(ce), "cuda: %s", cudaGetErrorString(ce));
+    return st;
+}
+
+static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen)
 {
     const cu_encoder_batch *b = &e->batch;
     e->batch.graphs_on = 0;
