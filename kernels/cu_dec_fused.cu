@@ -810,3 +810,258 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 #undef RNNT_DC_W
 #undef RNNT_DC
 }
+
+/* ---------------------------------------------------------------- the grid loop (cu_dec_grid) */
+
+namespace {
+
+/* The greedy loop of the whole batch in one cooperative launch (issue 16 §3, large batches): per step,
+ * (A) each block takes the joint, argmax and rule of its slots (b = block, block + blocks, ...: the
+ * cluster loop's joint code, clu_logits + clu_logit_partials, in k_joint_argmax's warp groups), then
+ * grid.sync; every block builds the ascending emitter list from the slots' flags; (B) each predictor
+ * layer of the emitters, unit j on block j % blocks, its warps over groups of 4 rows (clu_unit_dot: the
+ * per-step kernels' sums), grid.sync after each layer; (C) the joint's predictor projection, output o
+ * on block o % blocks, grid.sync. A step without an emitter costs one grid barrier. flags: [2][nb] ints
+ * (by step parity: a block may start the next step's joint while another still reads this step's). */
+template <typename S, bool HARD, bool RELU>
+__global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
+                                                          cu_dec_fused_net net, int *flags)
+{
+    cg::grid_group grid = cg::this_grid();
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float wbest[kWarps * kCluG], wsum[kWarps * kCluG];
+    __shared__ int widx[kWarps * kCluG], wbad[kWarps * kCluG];
+    __shared__ int s_cnt[kWarps], s_lv[kWarps], s_slot_live;
+    const int J = net.J, n_out = net.n_out, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nblk = (int)gridDim.x, bid = (int)blockIdx.x;
+    const int fstride = *net.fstride_dev;
+    float *hid = (float *)sm;                                   /* [J] */
+    float *zs = hid + ((J + 3) & ~3);                           /* [n_out] */
+    int *rows = (int *)(zs + ((n_out + 3) & ~3));               /* [nb] */
+    const S *wout = (const S *)net.wout;
+    for (int iter = 1;; iter++) {
+        int *fl = flags + (size_t)(iter & 1) * nb;
+        /* (A) joint + argmax + rule of this block's slots */
+        for (int b = bid; b < nb; b += nblk) {
+            if (threadIdx.x == 0) s_slot_live = !st.done[b];
+            __syncthreads();
+            if (s_slot_live) { /* block-uniform */
+                const float *f = net.fproj + ((size_t)b * fstride + st.t[b]) * net.ldf;
+                const float *g = net.gp + (size_t)b * net.ldg;
+                for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
+                __syncthreads();
+                clu_logits<S, 1, kWarps>(hid, J, wout, net.ldw, net.bout, n_out, warp, lane, zs, 0);
+                __syncthreads();
+                clu_logit_partials(zs, 1, n_out, warp, lane, wbest, wsum, widx, wbad);
+                __syncthreads();
+                if (warp == 0) {
+                    int bo, anybad;
+                    float bv = best_of_warps<kWarps>(wbest, widx, wbad, kCluG, n_out, lane, &bo, &anybad);
+                    float p = softmax_of_best_warp<kWarps>(wbest, wsum, kCluG, lane, bv);
+                    if (lane == 0) {
+                        int kk = (anybad || bo == n_out) ? -1 : bo, emits = 0, live = 0;
+                        st.k[b] = kk;
+                        if (st.probs) st.p[b] = kk >= 0 ? p : 0.0f;
+                        dec_rule_slot(rule, st, b, iter > rule.max_iters, &emits, &live);
+                        fl[b] = emits | (live << 1);
+                    }
+                }
+            } else if (threadIdx.x == 0) {
+                fl[b] = 0;
+            }
+            __syncthreads(); /* s_slot_live, hid and the partials are rewritten for the next slot */
+        }
+        grid.sync();
+        /* the emitters in ascending order, and whether any slot is live (the same in every block) */
+        int n = 0, any = 0;
+        for (int b0 = 0; b0 < nb; b0 += blockDim.x) {
+            const int b = b0 + (int)threadIdx.x, fb = b < nb ? fl[b] : 0;
+            const unsigned em = __ballot_sync(0xffffffffu, fb & 1), lv = __ballot_sync(0xffffffffu, fb & 2);
+            if (lane == 0) s_cnt[warp] = __popc(em), s_lv[warp] = lv != 0u;
+            __syncthreads();
+            int off = n;
+            for (int w = 0; w < kWarps; w++) {
+                if (w < warp) off += s_cnt[w];
+                n += s_cnt[w];
+                any |= s_lv[w];
+            }
+            if (fb & 1) rows[off + __popc(em & ((1u << lane) - 1u))] = b;
+            __syncthreads(); /* s_cnt is rewritten by the next chunk; rows complete */
+        }
+        if (!any) break;
+        if (n == 0) continue;
+        const int groups = (n + 3) / 4;
+        /* (B) the predictor layers of the emitters */
+        for (int l = 0; l < net.n_pred; l++) {
+            const cu_dec_fused_layer &L = net.L[l];
+            const int nu = L.H > bid ? (L.H - bid + nblk - 1) / nblk : 0;
+            const S *xemb = l == 0 ? (const S *)net.emb : NULL;
+            const S *xh = l == 0 ? NULL : (const S *)net.L[l - 1].h;
+            const size_t xpar = l == 0 ? 0 : net.L[l - 1].hpar;
+            const int ldx = l == 0 ? net.ld_emb : net.L[l - 1].ldh;
+            S *h = (S *)L.h;
+            for (int task = warp; task < nu * groups; task += kWarps) {
+                const int u = task % nu, r0 = (task / nu) * 4, nr = min(4, n - r0), j = bid + nblk * u;
+                const S *wi[4], *wh[4];
+#pragma unroll
+                for (int g = 0; g < 4; g++) {
+                    wi[g] = (const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih;
+                    wh[g] = (const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh;
+                }
+                const S *x[4], *hold[4];
+                int bs[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int b = rows[r0 + min(q, nr - 1)], e = st.e[b];
+                    bs[q] = b;
+                    x[q] = xemb ? xemb + (size_t)st.k[b] * ldx : xh + (size_t)(e & 1) * xpar + (size_t)b * ldx;
+                    hold[q] = h + (size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh;
+                }
+                float acc[4][4];
+                if (nr == 1)
+                    clu_unit_dot<S, 1>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                else
+                    clu_unit_dot<S, 4>(x, hold, L.I, L.H, wi, wh, lane, acc);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    if (q >= nr) break;
+                    float a[4];
+#pragma unroll
+                    for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[q][g]), L.bias[g * L.H + j]);
+                    if (lane == 0) {
+                        const int b = bs[q];
+                        float *cp = L.c + (size_t)b * L.ldc + j;
+                        float cn, hn;
+                        lstm_cell<HARD>(a, *cp, &cn, &hn);
+                        *cp = cn;
+                        cu_st(&h[(size_t)(st.e[b] & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                    }
+                }
+            }
+            grid.sync(); /* the next layer (or the projection) reads every unit's new h */
+        }
+        /* (C) the joint's predictor projection of the emitters */
+        {
+            const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
+            const int no = J > bid ? (J - bid + nblk - 1) / nblk : 0;
+            for (int task = warp; task < no * groups; task += kWarps) {
+                const int u = task % no, r0 = (task / no) * 4, nr = min(4, n - r0), o = bid + nblk * u;
+                const S *wr = (const S *)net.wp + (size_t)o * net.ldwp;
+                const S *g[4];
+                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int b = rows[r0 + min(q, nr - 1)];
+                    g[q] = (const S *)T.h + (size_t)(st.e[b] & 1) * T.hpar + (size_t)b * T.ldh;
+                }
+                if (nr == 1)
+                    clu_dot_batched<S, S, 1, 1, 8>(g, T.H, &wr, lane, (float(*)[1])s);
+                else
+                    clu_dot_batched<S, S, 1, 4, 2>(g, T.H, &wr, lane, (float(*)[1])s);
+                const float bo = net.jb[o];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float v = warp_sum(s[q]);
+                    if (lane == 0 && q < nr) net.gp[(size_t)rows[r0 + q] * net.ldg + o] = __fadd_rn(v, bo);
+                }
+            }
+        }
+        grid.sync(); /* the next step's joint reads gp */
+    }
+}
+
+size_t grid_smem(const cu_dec_fused_net *net, int nb)
+{
+    return ((size_t)((net->J + 3) & ~3) + (size_t)((net->n_out + 3) & ~3) + (size_t)nb) * 4;
+}
+
+template <typename S, bool HARD, bool RELU>
+rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st,
+                        const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
+{
+    auto kern = k_dec_grid<S, HARD, RELU>;
+    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
+    cu_dec_fused_net n = *net;
+    void *args[] = {(void *)&nb, (void *)&rule, (void *)&st, (void *)&n, (void *)&flags};
+    CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
+                                       pl->smem, stream));
+    return RNNT_OK;
+}
+
+template <typename S, bool HARD, bool RELU>
+int grid_blocks_per_sm(size_t smem)
+{
+    auto kern = k_dec_grid<S, HARD, RELU>;
+    int per = 0;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, kWarps * 32, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return per;
+}
+
+} // namespace
+
+int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                          int blocks_per_sm, cu_dec_grid_plan *pl, const char **why)
+{
+    memset(pl, 0, sizeof *pl);
+    *why = NULL;
+    int dev = 0, sms = 0, coop = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) {
+        cudaGetLastError();
+        *why = "device attributes unavailable";
+        return 0;
+    }
+    if (!coop) {
+        *why = "the device has no cooperative launch";
+        return 0;
+    }
+    if (net->n_pred < 1 || net->n_pred > CU_DEC_FUSED_MAX_PRED) {
+        *why = "predictor depth";
+        return 0;
+    }
+    pl->smem = grid_smem(net, nb);
+    if (pl->smem + 8 * 1024 > (size_t)optin) {
+        *why = "the joint's hidden vector does not fit in shared memory";
+        return 0;
+    }
+    const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
+    int per;
+    if (dt == CU_F16)
+        per = hard ? (relu ? grid_blocks_per_sm<__half, true, true>(pl->smem) : grid_blocks_per_sm<__half, true, false>(pl->smem))
+                   : (relu ? grid_blocks_per_sm<__half, false, true>(pl->smem) : grid_blocks_per_sm<__half, false, false>(pl->smem));
+    else
+        per = hard ? (relu ? grid_blocks_per_sm<float, true, true>(pl->smem) : grid_blocks_per_sm<float, true, false>(pl->smem))
+                   : (relu ? grid_blocks_per_sm<float, false, true>(pl->smem) : grid_blocks_per_sm<float, false, false>(pl->smem));
+    if (per < 1) {
+        *why = "the grid loop's block does not fit on an SM";
+        return 0;
+    }
+    if (blocks_per_sm > 0 && per > blocks_per_sm) per = blocks_per_sm;
+    pl->blocks = per * sms;
+    return 1;
+}
+
+rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                        const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
+                        int *flags, char *err, size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
+#define RNNT_DG(S)                                                                                             \
+    do {                                                                                                       \
+        if (hard)                                                                                              \
+            return relu ? launch_grid<S, true, true>(stream, nb, pl, rule, st, net, flags, err, errlen)        \
+                        : launch_grid<S, true, false>(stream, nb, pl, rule, st, net, flags, err, errlen);      \
+        return relu ? launch_grid<S, false, true>(stream, nb, pl, rule, st, net, flags, err, errlen)           \
+                    : launch_grid<S, false, false>(stream, nb, pl, rule, st, net, flags, err, errlen);         \
+    } while (0)
+    if (dt == CU_F16) RNNT_DG(__half);
+    RNNT_DG(float);
+#undef RNNT_DG
+}
+

@@ -40,6 +40,8 @@ struct cu_decoder {
     int unroll;          /* decoding steps per WHILE iteration */
     int group;           /* slots per block of the fused loop */
     int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
+    int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
+    int *flags;          /* the grid loop's [2][bcap] step flags */
     cudaEvent_t ev[4];
 };
 
@@ -125,7 +127,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     for (int i = 0; i < w->n_big; i++) d->rule.durations[i] = w->durations[i];
 
     size_t B = (size_t)d->bcap, esz = cu_dtype_size(w->dt), off = 0;
-    size_t o_int, o_tok, o_prob, o_gp;
+    size_t o_int, o_tok, o_prob, o_gp, o_flags;
     size_t *o_h = (size_t *)calloc((size_t)w->n_pred * 2, sizeof(size_t));
     if (!o_h) {
         cu_decoder_free(d);
@@ -141,6 +143,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     TAKE(o_tok, 2 * B * (size_t)d->cap * sizeof(int));
     TAKE(o_prob, (B + B * (size_t)d->cap) * sizeof(float));
     TAKE(o_gp, B * w->jp * sizeof(float));
+    TAKE(o_flags, 2 * B * sizeof(int));
     for (int l = 0; l < w->n_pred; l++) {
         TAKE(o_h[2 * l], 2 * B * w->pred[l].hp * esz);
         TAKE(o_h[2 * l + 1], B * w->pred[l].hp * sizeof(float));
@@ -181,6 +184,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->st.p = (float *)(a + o_prob);
     d->st.probs = d->st.p + B;
     d->gp = (float *)(a + o_gp);
+    d->flags = (int *)(a + o_flags);
     for (int l = 0; l < w->n_pred; l++) {
         d->ph[l] = a + o_h[2 * l];
         d->pc[l] = (float *)(a + o_h[2 * l + 1]);
@@ -385,6 +389,7 @@ static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *
 }
 
 void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
+void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm) { d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm; }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
@@ -443,6 +448,20 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
             return enqueue_results(d, nb, err, errlen);
         }
         d->note = why; /* a static string: why the cluster loop cannot run; the WHILE graph instead */
+        mode = CU_DEC_WHILE;
+    }
+    if (mode == CU_DEC_GRID) {
+        cu_dec_fused_net net;
+        fused_net(d, fstride_dev, fproj, &net);
+        cu_dec_grid_plan pl;
+        const char *why = NULL;
+        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, &pl, &why)) {
+            RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            RNNT_TRY(cu_dec_grid(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, d->flags,
+                                 err, errlen));
+            return enqueue_results(d, nb, err, errlen);
+        }
+        d->note = why; /* a static string: why the grid loop cannot run; the WHILE graph instead */
         mode = CU_DEC_WHILE;
     }
     if (mode == CU_DEC_FUSED) {

@@ -21,7 +21,7 @@
 #include "cu_weights.h"
 
 typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3, CU_DEC_CLUSTER = 4,
-               CU_DEC_AUTO = 5 } cu_dec_mode;
+               CU_DEC_AUTO = 5, CU_DEC_GRID = 6 } cu_dec_mode;
 /* CU_DEC_AUTO's cluster-loop bounds, in utterances (the slots are rounded up to 8), from bench_engine's decode
  * loop on the shipped model (H100, fp16, 10 s utterances, tests/gpu/results/h100-2026-11-24-s3-decode2/), a slot
  * per cluster of 16 warps a block: 16 blocks a cluster 1.95 / 2.06 / 2.30 / 2.32 ms at B 1 / 2 / 4 / 6 but 3.75
@@ -66,6 +66,8 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
+/* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit). */
+void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
