@@ -825,7 +825,7 @@ namespace {
  * (by step parity: a block may start the next step's joint while another still reads this step's). */
 template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
-                                                          cu_dec_fused_net net, int *flags)
+                                                          cu_dec_fused_net net, int *flags, int tile)
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) unsigned char sm[];
@@ -900,8 +900,9 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             const size_t xpar = l == 0 ? 0 : net.L[l - 1].hpar;
             const int ldx = l == 0 ? net.ld_emb : net.L[l - 1].ldh;
             S *h = (S *)L.h;
-            for (int task = warp; task < nu * groups; task += kWarps) {
-                const int u = task % nu, r0 = (task / nu) * 4, nr = min(4, n - r0), j = bid + nblk * u;
+            /* unit j, emitters r0 .. r0 + 3 */
+            auto unit_task = [&](int j, int r0) {
+                const int nr = min(4, n - r0);
                 const S *wi[4], *wh[4];
 #pragma unroll
                 for (int g = 0; g < 4; g++) {
@@ -937,6 +938,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                         cu_st(&h[(size_t)(st.e[b] & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
                     }
                 }
+            };
+            if (tile) { /* block = (group of kWarps units, slice of the emitter groups); warp w unit w of the group */
+                const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), j = (bid / S_) * kWarps + warp;
+                if (bid < nug * S_ && j < L.H)
+                    for (int grp = bid % S_; grp < groups; grp += S_) unit_task(j, grp * 4);
+            } else {
+                for (int task = warp; task < nu * groups; task += kWarps) unit_task(bid + nblk * (task % nu), (task / nu) * 4);
             }
             grid.sync(); /* the next layer (or the projection) reads every unit's new h */
         }
@@ -944,8 +952,8 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
         {
             const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
             const int no = J > bid ? (J - bid + nblk - 1) / nblk : 0;
-            for (int task = warp; task < no * groups; task += kWarps) {
-                const int u = task % no, r0 = (task / no) * 4, nr = min(4, n - r0), o = bid + nblk * u;
+            auto out_task = [&](int o, int r0) {
+                const int nr = min(4, n - r0);
                 const S *wr = (const S *)net.wp + (size_t)o * net.ldwp;
                 const S *g[4];
                 float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -964,6 +972,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                     float v = warp_sum(s[q]);
                     if (lane == 0 && q < nr) net.gp[(size_t)rows[r0 + q] * net.ldg + o] = __fadd_rn(v, bo);
                 }
+            };
+            if (tile) {
+                const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
+                if (bid < nog * S_ && o < J)
+                    for (int grp = bid % S_; grp < groups; grp += S_) out_task(o, grp * 4);
+            } else {
+                for (int task = warp; task < no * groups; task += kWarps) out_task(bid + nblk * (task % no), (task / no) * 4);
             }
         }
         grid.sync(); /* the next step's joint reads gp */
@@ -982,7 +997,8 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
     auto kern = k_dec_grid<S, HARD, RELU>;
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
     cu_dec_fused_net n = *net;
-    void *args[] = {(void *)&nb, (void *)&rule, (void *)&st, (void *)&n, (void *)&flags};
+    int tile = pl->tile;
+    void *args[] = {(void *)&nb, (void *)&rule, (void *)&st, (void *)&n, (void *)&flags, (void *)&tile};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;

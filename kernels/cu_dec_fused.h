@@ -96,6 +96,8 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 typedef struct {
     int blocks;   /* all co-resident: blocks per SM x SMs */
     size_t smem;  /* dynamic shared memory per block */
+    int tile;     /* 1: a block takes kWarps units (outputs) and a slice of the emitters, so its warps share the
+                     emitters' inputs in L1; 0: units spread one by one over the blocks */
 } cu_dec_grid_plan;
 /* blocks_per_sm: at most this many (0: as many as fit). 0 when it cannot run here (*why says why). */
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,

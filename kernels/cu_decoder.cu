@@ -41,6 +41,7 @@ struct cu_decoder {
     int group;           /* slots per block of the fused loop */
     int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
     int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
+    int grid_tile;       /* its work split (cu_dec_grid_plan.tile) */
     int *flags;          /* the grid loop's [2][bcap] step flags */
     cudaEvent_t ev[4];
 };
@@ -195,6 +196,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->group = CU_DEC_GROUP_DEFAULT;
     d->cluster = 8;
     d->cluster_w = 8;
+    d->grid_tile = 1;
     *out = d;
     return RNNT_OK;
 }
@@ -389,7 +391,11 @@ static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *
 }
 
 void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
-void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm) { d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm; }
+void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile)
+{
+    d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm;
+    d->grid_tile = tile != 0;
+}
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
@@ -456,6 +462,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         cu_dec_grid_plan pl;
         const char *why = NULL;
         if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, &pl, &why)) {
+            pl.tile = d->grid_tile;
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             RNNT_TRY(cu_dec_grid(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, d->flags,
                                  err, errlen));

@@ -66,8 +66,9 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
-/* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit). */
-void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm);
+/* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1, the default: a
+ * block per group of units and slice of the emitters; 0: units spread one by one; cu_dec_grid_plan). */
+void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):

@@ -19,14 +19,16 @@ bench() { # [VAR=VALUE...]
 BT=40 BATCHES=1,17,256 REPS=1 bench RNNT_CUDA_DECODE=grid
 log "test_cuda_engine large batch"; RNNT_TEST_ONLY=test_large_batch timeout $(tmo 100) $D/bin/test_cuda_engine > $OUT/lb.log 2>&1; echo "exit $?"; grep -E "PASSED|FAILED|ERROR|batches of|differs" $OUT/lb.log | head
 for round in 1 2; do
+  [ $round = 2 ] && export BATCHES=32,256
   bench RNNT_CUDA_DECODE=while
   bench RNNT_CUDA_DECODE=grid
+  bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=0
   bench
 done
+unset BATCHES
 bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_BLOCKS=1
 BATCHES=256 EX=1 REPS=3 bench
 BATCHES=32,256 REPS=1 bench RNNT_CUDA_DECODE=cluster RNNT_CUDA_DEC_CLUSTER_WARPS=16 RNNT_CUDA_DEC_TRACE=1
-log "test_cuda_engine (all)"; timeout $(tmo 200) $D/bin/test_cuda_engine > $OUT/e.log 2>&1; echo "exit $?"; grep -iE "PASSED|FAILED|ERROR|batches of" $OUT/e.log | tail -8
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 log "ncu: the per-step kernels at B 256 (host loop)"
 RNNT_CUDA_DECODE=host timeout $(tmo 120) $NCU --clock-control none -k regex:"k_pred_layer|k_pred_proj|k_joint_argmax|k_dec_update" \
