@@ -825,7 +825,7 @@ namespace {
  * (by step parity: a block may start the next step's joint while another still reads this step's). */
 template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
-                                                          cu_dec_fused_net net, int *flags, int tile)
+                                                          cu_dec_fused_net net, int *flags, int tile, int wsm)
 {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ __align__(16) unsigned char sm[];
@@ -839,6 +839,35 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
     float *zs = hid + ((J + 3) & ~3);                           /* [n_out] */
     int *rows = (int *)(zs + ((n_out + 3) & ~3));               /* [nb] */
     const S *wout = (const S *)net.wout;
+    /* wsm (tile only): the block's kWarps units of each layer (row w * 4 + g: w_ih then w_hh), its kWarps
+     * projection rows and the joint's output layer, copied into shared memory once (grid_wsm_bytes) */
+    S *ws_base = (S *)(sm + (((size_t)((J + 3) & ~3) + ((n_out + 3) & ~3) + nb) * 4 + 15) / 16 * 16);
+    if (wsm) {
+        S *wp = ws_base;
+        for (int l = 0; l < net.n_pred; l++) {
+            const cu_dec_fused_layer &L = net.L[l];
+            const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), rl = L.ld_ih + L.ld_hh;
+            for (int x = threadIdx.x; x < kWarps * 4 * rl; x += blockDim.x) {
+                const int r = x / rl, q = x % rl, j = (bid / S_) * kWarps + r / 4, g = r % 4;
+                wp[x] = bid < nug * S_ && j < L.H
+                            ? (q < L.ld_ih ? ((const S *)L.w_ih)[(size_t)(g * L.H + j) * L.ld_ih + q]
+                                           : ((const S *)L.w_hh)[(size_t)(g * L.H + j) * L.ld_hh + q - L.ld_ih])
+                            : (S)0.0f;
+            }
+            wp += (size_t)kWarps * 4 * rl;
+        }
+        {
+            const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog);
+            for (int x = threadIdx.x; x < kWarps * net.ldwp; x += blockDim.x) {
+                const int o = (bid / S_) * kWarps + x / net.ldwp;
+                wp[x] = bid < nog * S_ && o < J ? ((const S *)net.wp)[(size_t)o * net.ldwp + x % net.ldwp] : (S)0.0f;
+            }
+            wp += (size_t)kWarps * net.ldwp;
+        }
+        for (int x = threadIdx.x; x < n_out * net.ldw; x += blockDim.x) wp[x] = ((const S *)net.wout)[x];
+        wout = wp;
+        __syncthreads();
+    }
     for (int iter = 1;; iter++) {
         int *fl = flags + (size_t)(iter & 1) * nb;
         /* (A) joint + argmax + rule of this block's slots */
@@ -900,14 +929,21 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             const size_t xpar = l == 0 ? 0 : net.L[l - 1].hpar;
             const int ldx = l == 0 ? net.ld_emb : net.L[l - 1].ldh;
             S *h = (S *)L.h;
+            const S *wl = ws_base; /* this layer's staged rows (wsm) */
+            for (int l2 = 0; l2 < l; l2++) wl += (size_t)kWarps * 4 * (net.L[l2].ld_ih + net.L[l2].ld_hh);
             /* unit j, emitters r0 .. r0 + 3 */
             auto unit_task = [&](int j, int r0) {
                 const int nr = min(4, n - r0);
                 const S *wi[4], *wh[4];
 #pragma unroll
                 for (int g = 0; g < 4; g++) {
-                    wi[g] = (const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih;
-                    wh[g] = (const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh;
+                    if (wsm) {
+                        wi[g] = wl + (size_t)((j % kWarps) * 4 + g) * (L.ld_ih + L.ld_hh);
+                        wh[g] = wi[g] + L.ld_ih;
+                    } else {
+                        wi[g] = (const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih;
+                        wh[g] = (const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh;
+                    }
                 }
                 const S *x[4], *hold[4];
                 int bs[4];
@@ -952,9 +988,11 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
         {
             const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
             const int no = J > bid ? (J - bid + nblk - 1) / nblk : 0;
+            const S *wpj = ws_base; /* the staged projection rows (wsm) */
+            for (int l2 = 0; l2 < net.n_pred; l2++) wpj += (size_t)kWarps * 4 * (net.L[l2].ld_ih + net.L[l2].ld_hh);
             auto out_task = [&](int o, int r0) {
                 const int nr = min(4, n - r0);
-                const S *wr = (const S *)net.wp + (size_t)o * net.ldwp;
+                const S *wr = wsm ? wpj + (size_t)(o % kWarps) * net.ldwp : (const S *)net.wp + (size_t)o * net.ldwp;
                 const S *g[4];
                 float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -990,6 +1028,14 @@ size_t grid_smem(const cu_dec_fused_net *net, int nb)
     return ((size_t)((net->J + 3) & ~3) + (size_t)((net->n_out + 3) & ~3) + (size_t)nb) * 4;
 }
 
+/* The weights k_dec_grid keeps in shared memory with wsm (bytes, after grid_smem rounded up to 16). */
+size_t grid_wsm_bytes(const cu_dec_fused_net *net, size_t esz)
+{
+    size_t n = (size_t)kWarps * net->ldwp + (size_t)net->n_out * net->ldw;
+    for (int l = 0; l < net->n_pred; l++) n += (size_t)kWarps * 4 * (net->L[l].ld_ih + net->L[l].ld_hh);
+    return n * esz;
+}
+
 template <typename S, bool HARD, bool RELU>
 rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st,
                         const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
@@ -997,8 +1043,8 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
     auto kern = k_dec_grid<S, HARD, RELU>;
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
     cu_dec_fused_net n = *net;
-    int tile = pl->tile;
-    void *args[] = {(void *)&nb, (void *)&rule, (void *)&st, (void *)&n, (void *)&flags, (void *)&tile};
+    int tile = pl->tile, wsm = pl->tile && pl->wsm;
+    void *args[] = {(void *)&nb, (void *)&rule, (void *)&st, (void *)&n, (void *)&flags, (void *)&tile, (void *)&wsm};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;
@@ -1020,7 +1066,7 @@ int grid_blocks_per_sm(size_t smem)
 } // namespace
 
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
-                          int blocks_per_sm, cu_dec_grid_plan *pl, const char **why)
+                          int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why)
 {
     memset(pl, 0, sizeof *pl);
     *why = NULL;
@@ -1044,6 +1090,10 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
     if (pl->smem + 8 * 1024 > (size_t)optin) {
         *why = "the joint's hidden vector does not fit in shared memory";
         return 0;
+    }
+    if (wsm) { /* the weights too, where they fit beside the rest */
+        size_t with = (pl->smem + 15) / 16 * 16 + grid_wsm_bytes(net, dt == CU_F16 ? 2 : 4);
+        if (with + 8 * 1024 <= (size_t)optin) pl->smem = with, pl->wsm = 1;
     }
     const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
     int per;

@@ -98,10 +98,12 @@ typedef struct {
     size_t smem;  /* dynamic shared memory per block */
     int tile;     /* 1: a block takes kWarps units (outputs) and a slice of the emitters, so its warps share the
                      emitters' inputs in L1; 0: units spread one by one over the blocks */
+    int wsm;      /* with tile: the block's unit and projection rows and the joint's output layer in shared memory */
 } cu_dec_grid_plan;
-/* blocks_per_sm: at most this many (0: as many as fit). 0 when it cannot run here (*why says why). */
+/* blocks_per_sm: at most this many (0: as many as fit); wsm: the weights in shared memory where they fit. 0 when it
+ * cannot run here (*why says why). */
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
-                          int blocks_per_sm, cu_dec_grid_plan *pl, const char **why);
+                          int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why);
 /* flags: device ints [2][nb], scratch. */
 rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                         const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,

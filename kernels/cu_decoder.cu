@@ -41,7 +41,7 @@ struct cu_decoder {
     int group;           /* slots per block of the fused loop */
     int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
     int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
-    int grid_tile;       /* its work split (cu_dec_grid_plan.tile) */
+    int grid_tile;       /* its work split (cu_dec_grid_plan.tile; 2: tile with the weights in shared memory) */
     int *flags;          /* the grid loop's [2][bcap] step flags */
     cudaEvent_t ev[4];
 };
@@ -394,7 +394,7 @@ void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile)
 {
     d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm;
-    d->grid_tile = tile != 0;
+    d->grid_tile = tile < 0 ? 0 : tile > 2 ? 2 : tile;
 }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
@@ -461,8 +461,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         fused_net(d, fstride_dev, fproj, &net);
         cu_dec_grid_plan pl;
         const char *why = NULL;
-        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, &pl, &why)) {
-            pl.tile = d->grid_tile;
+        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, d->grid_tile == 2, &pl,
+                                  &why)) {
+            pl.tile = d->grid_tile != 0;
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             RNNT_TRY(cu_dec_grid(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, d->flags,
                                  err, errlen));

@@ -67,7 +67,8 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 /* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1, the default: a
- * block per group of units and slice of the emitters; 0: units spread one by one; cu_dec_grid_plan). */
+ * block per group of units and slice of the emitters; 2: the same with its weights in shared memory; 0: units
+ * spread one by one; cu_dec_grid_plan). */
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 int cu_decoder_unroll(const cu_decoder *d);
 

@@ -23,6 +23,7 @@ for round in 1 2; do
   bench RNNT_CUDA_DECODE=while
   bench RNNT_CUDA_DECODE=grid
   bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=0
+  bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=2
   bench
 done
 unset BATCHES
