@@ -815,6 +815,8 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 
 namespace {
 
+constexpr int kGridSlots = 8; /* slots a block of the grid loop holds: nb <= 8 x blocks */
+
 /* The greedy loop of the whole batch in one cooperative launch (issue 16 §3, large batches): per step,
  * (A) each block takes the joint, argmax and rule of its slots (b = block, block + blocks, ...: the
  * cluster loop's joint code, clu_logits + clu_logit_partials, in k_joint_argmax's warp groups), then
@@ -831,17 +833,28 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float wbest[kWarps * kCluG], wsum[kWarps * kCluG];
     __shared__ int widx[kWarps * kCluG], wbad[kWarps * kCluG];
-    __shared__ int s_cnt[kWarps], s_lv[kWarps], s_slot_live;
+    __shared__ int s_cnt[kWarps], s_lv[kWarps];
+    /* the decoder state of this block's slots b = block + blocks m (slot m here), as the cluster loop keeps it */
+    __shared__ int g_t[kGridSlots], g_lab[kGridSlots], g_tenc[kGridSlots], g_ntok[kGridSlots], g_e[kGridSlots],
+        g_status[kGridSlots], g_steps[kGridSlots], g_skip[kGridSlots], g_done[kGridSlots], g_k[kGridSlots];
+    __shared__ float g_p[kGridSlots];
     const int J = net.J, n_out = net.n_out, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nblk = (int)gridDim.x, bid = (int)blockIdx.x;
     const int fstride = *net.fstride_dev;
     float *hid = (float *)sm;                                   /* [J] */
     float *zs = hid + ((J + 3) & ~3);                           /* [n_out] */
-    int *rows = (int *)(zs + ((n_out + 3) & ~3));               /* [nb] */
+    int *rows = (int *)(zs + ((n_out + 3) & ~3));               /* [nb]: the step's emitters, ascending */
+    int *rows_e = rows + nb, *rows_k = rows_e + nb;             /* [nb] each: their e and k */
     const S *wout = (const S *)net.wout;
+    for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
+        g_t[m] = st.t[b], g_lab[m] = st.labels[b], g_tenc[m] = st.t_enc[b], g_ntok[m] = st.n_tok[b], g_e[m] = st.e[b];
+        g_status[m] = st.status[b], g_steps[m] = st.steps[b], g_skip[m] = st.skipped[b], g_done[m] = st.done[b];
+        g_k[m] = st.k[b], g_p[m] = 0.0f;
+    }
+    __syncthreads();
     /* wsm (tile only): the block's kWarps units of each layer (row w * 4 + g: w_ih then w_hh), its kWarps
      * projection rows and the joint's output layer, copied into shared memory once (grid_wsm_bytes) */
-    S *ws_base = (S *)(sm + (((size_t)((J + 3) & ~3) + ((n_out + 3) & ~3) + nb) * 4 + 15) / 16 * 16);
+    S *ws_base = (S *)(sm + (((size_t)((J + 3) & ~3) + ((n_out + 3) & ~3) + 3 * (size_t)nb) * 4 + 15) / 16 * 16);
     if (wsm) {
         S *wp = ws_base;
         for (int l = 0; l < net.n_pred; l++) {
@@ -869,13 +882,12 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
         __syncthreads();
     }
     for (int iter = 1;; iter++) {
-        int *fl = flags + (size_t)(iter & 1) * nb;
+        /* per slot: x = emits | live << 1 | (k + 1) << 2, y = e (after the rule) */
+        int2 *fl = (int2 *)flags + (size_t)(iter & 1) * nb;
         /* (A) joint + argmax + rule of this block's slots */
-        for (int b = bid; b < nb; b += nblk) {
-            if (threadIdx.x == 0) s_slot_live = !st.done[b];
-            __syncthreads();
-            if (s_slot_live) { /* block-uniform */
-                const float *f = net.fproj + ((size_t)b * fstride + st.t[b]) * net.ldf;
+        for (int m = 0, b = bid; b < nb; m++, b += nblk) {
+            if (!g_done[m]) { /* block-uniform */
+                const float *f = net.fproj + ((size_t)b * fstride + g_t[m]) * net.ldf;
                 const float *g = net.gp + (size_t)b * net.ldg;
                 for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
                 __syncthreads();
@@ -889,22 +901,32 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                     float p = softmax_of_best_warp<kWarps>(wbest, wsum, kCluG, lane, bv);
                     if (lane == 0) {
                         int kk = (anybad || bo == n_out) ? -1 : bo, emits = 0, live = 0;
-                        st.k[b] = kk;
-                        if (st.probs) st.p[b] = kk >= 0 ? p : 0.0f;
-                        dec_rule_slot(rule, st, b, iter > rule.max_iters, &emits, &live);
-                        fl[b] = emits | (live << 1);
+                        /* the rule on the shared-memory state: slot m here; tokens, frames and probabilities of
+                         * slot b in memory (rows b - m apart so that row m is slot b's) */
+                        cu_dec_state lst = st;
+                        lst.t = g_t, lst.labels = g_lab, lst.t_enc = g_tenc, lst.n_tok = g_ntok, lst.e = g_e;
+                        lst.status = g_status, lst.steps = g_steps, lst.skipped = g_skip, lst.done = g_done;
+                        lst.k = g_k, lst.p = g_p;
+                        lst.tokens = st.tokens + (size_t)(b - m) * st.cap, lst.frames = st.frames + (size_t)(b - m) * st.cap;
+                        lst.probs = st.probs ? st.probs + (size_t)(b - m) * st.cap : NULL;
+                        g_k[m] = kk;
+                        g_p[m] = kk >= 0 ? p : 0.0f;
+                        dec_rule_slot(rule, lst, m, iter > rule.max_iters, &emits, &live);
+                        fl[b] = make_int2(emits | (live << 1) | ((kk + 1) << 2), g_e[m]);
                     }
                 }
             } else if (threadIdx.x == 0) {
-                fl[b] = 0;
+                fl[b] = make_int2(0, 0);
             }
-            __syncthreads(); /* s_slot_live, hid and the partials are rewritten for the next slot */
+            __syncthreads(); /* hid, the partials and the slot's state are rewritten for the next slot */
         }
         grid.sync();
         /* the emitters in ascending order, and whether any slot is live (the same in every block) */
         int n = 0, any = 0;
         for (int b0 = 0; b0 < nb; b0 += blockDim.x) {
-            const int b = b0 + (int)threadIdx.x, fb = b < nb ? fl[b] : 0;
+            const int b = b0 + (int)threadIdx.x;
+            const int2 f2 = b < nb ? fl[b] : make_int2(0, 0);
+            const int fb = f2.x;
             const unsigned em = __ballot_sync(0xffffffffu, fb & 1), lv = __ballot_sync(0xffffffffu, fb & 2);
             if (lane == 0) s_cnt[warp] = __popc(em), s_lv[warp] = lv != 0u;
             __syncthreads();
@@ -914,7 +936,10 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 n += s_cnt[w];
                 any |= s_lv[w];
             }
-            if (fb & 1) rows[off + __popc(em & ((1u << lane) - 1u))] = b;
+            if (fb & 1) {
+                const int r = off + __popc(em & ((1u << lane) - 1u));
+                rows[r] = b, rows_e[r] = f2.y, rows_k[r] = (fb >> 2) - 1;
+            }
             __syncthreads(); /* s_cnt is rewritten by the next chunk; rows complete */
         }
         if (!any) break;
@@ -946,12 +971,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                     }
                 }
                 const S *x[4], *hold[4];
-                int bs[4];
+                int bs[4], es[4];
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    const int b = rows[r0 + min(q, nr - 1)], e = st.e[b];
+                    const int rr = r0 + min(q, nr - 1), b = rows[rr], e = rows_e[rr];
                     bs[q] = b;
-                    x[q] = xemb ? xemb + (size_t)st.k[b] * ldx : xh + (size_t)(e & 1) * xpar + (size_t)b * ldx;
+                    es[q] = e;
+                    x[q] = xemb ? xemb + (size_t)rows_k[rr] * ldx : xh + (size_t)(e & 1) * xpar + (size_t)b * ldx;
                     hold[q] = h + (size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh;
                 }
                 float acc[4][4];
@@ -971,7 +997,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                         float cn, hn;
                         lstm_cell<HARD>(a, *cp, &cn, &hn);
                         *cp = cn;
-                        cu_st(&h[(size_t)(st.e[b] & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                        cu_st(&h[(size_t)(es[q] & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
                     }
                 }
             };
@@ -997,8 +1023,8 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    const int b = rows[r0 + min(q, nr - 1)];
-                    g[q] = (const S *)T.h + (size_t)(st.e[b] & 1) * T.hpar + (size_t)b * T.ldh;
+                    const int rr = r0 + min(q, nr - 1);
+                    g[q] = (const S *)T.h + (size_t)(rows_e[rr] & 1) * T.hpar + (size_t)rows[rr] * T.ldh;
                 }
                 if (nr == 1)
                     clu_dot_batched<S, S, 1, 1, 8>(g, T.H, &wr, lane, (float(*)[1])s);
@@ -1021,11 +1047,15 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
         }
         grid.sync(); /* the next step's joint reads gp */
     }
+    for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
+        st.t[b] = g_t[m], st.labels[b] = g_lab[m], st.n_tok[b] = g_ntok[m], st.e[b] = g_e[m], st.status[b] = g_status[m];
+        st.steps[b] = g_steps[m], st.skipped[b] = g_skip[m], st.done[b] = g_done[m], st.k[b] = g_k[m];
+    }
 }
 
 size_t grid_smem(const cu_dec_fused_net *net, int nb)
 {
-    return ((size_t)((net->J + 3) & ~3) + (size_t)((net->n_out + 3) & ~3) + (size_t)nb) * 4;
+    return ((size_t)((net->J + 3) & ~3) + (size_t)((net->n_out + 3) & ~3) + 3 * (size_t)nb) * 4;
 }
 
 /* The weights k_dec_grid keeps in shared memory with wsm (bytes, after grid_smem rounded up to 16). */
@@ -1109,6 +1139,10 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
     }
     if (blocks_per_sm > 0 && per > blocks_per_sm) per = blocks_per_sm;
     pl->blocks = per * sms;
+    if (nb > kGridSlots * pl->blocks) {
+        *why = "more slots than the grid loop's blocks hold";
+        return 0;
+    }
     return 1;
 }
 

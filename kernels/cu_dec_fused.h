@@ -104,7 +104,7 @@ typedef struct {
  * cannot run here (*why says why). */
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                           int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why);
-/* flags: device ints [2][nb], scratch. */
+/* flags: device ints [2][nb][2] (16-byte aligned), scratch. */
 rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                         const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
                         int *flags, char *err, size_t errlen);

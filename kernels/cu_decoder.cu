@@ -42,7 +42,7 @@ struct cu_decoder {
     int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
     int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
     int grid_tile;       /* its work split (cu_dec_grid_plan.tile; 2: tile with the weights in shared memory) */
-    int *flags;          /* the grid loop's [2][bcap] step flags */
+    int *flags;          /* the grid loop's [2][bcap] step flags (int2) */
     cudaEvent_t ev[4];
 };
 
@@ -144,7 +144,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     TAKE(o_tok, 2 * B * (size_t)d->cap * sizeof(int));
     TAKE(o_prob, (B + B * (size_t)d->cap) * sizeof(float));
     TAKE(o_gp, B * w->jp * sizeof(float));
-    TAKE(o_flags, 2 * B * sizeof(int));
+    TAKE(o_flags, 4 * B * sizeof(int));
     for (int l = 0; l < w->n_pred; l++) {
         TAKE(o_h[2 * l], 2 * B * w->pred[l].hp * esz);
         TAKE(o_h[2 * l + 1], B * w->pred[l].hp * sizeof(float));
@@ -196,7 +196,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->group = CU_DEC_GROUP_DEFAULT;
     d->cluster = 8;
     d->cluster_w = 8;
-    d->grid_tile = 1;
+    d->grid_tile = CU_DEC_GRID_TILE_DEFAULT;
     *out = d;
     return RNNT_OK;
 }
@@ -413,7 +413,8 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
      * the cluster loop's label probabilities are summed in the per-step kernels' warp groups, so its results
      * are bitwise the graph's in any batch (main's e3a4019 had kept fp32 on the graph before that fix) */
     int auto_cluster = mode == CU_DEC_AUTO && n_live <= CU_DEC_AUTO_CLUSTER_MAX;
-    if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
+    if (mode == CU_DEC_AUTO)
+        mode = auto_cluster ? CU_DEC_CLUSTER : n_live <= CU_DEC_AUTO_GRID_MAX ? CU_DEC_GRID : CU_DEC_WHILE;
     if (mode == CU_DEC_CLUSTER) {
         cu_dec_fused_net net;
         fused_net(d, fstride_dev, fproj, &net);

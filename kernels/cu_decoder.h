@@ -10,9 +10,11 @@
  * CU_DEC_PROFILE (host loop with events around each phase: the time split, at the cost of a sync per
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
  * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
- * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), and CU_DEC_AUTO (the default: the cluster loop
- * with one slot per cluster of 16 blocks of 16 warps up to CU_DEC_AUTO_CLUSTER16_MAX utterances, of 8 blocks up
- * to CU_DEC_AUTO_CLUSTER_MAX, where it fits; the WHILE graph otherwise). All modes give the same results (fp32:
+ * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), CU_DEC_GRID (the whole loop in one cooperative
+ * launch over the device, the emitters' predictor spread over every block between grid barriers, cu_dec_grid), and
+ * CU_DEC_AUTO (the default: the cluster loop with one slot per cluster of 16 blocks of 16 warps up to
+ * CU_DEC_AUTO_CLUSTER16_MAX utterances, of 8 blocks up to CU_DEC_AUTO_CLUSTER_MAX, where it fits; the grid loop
+ * up to CU_DEC_AUTO_GRID_MAX; the WHILE graph otherwise). All modes give the same results (fp32:
  * bitwise, label probabilities included; fp16: the same tokens). One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
@@ -29,7 +31,11 @@ typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUS
  * the WHILE graph 4.21 / 5.17 / 6.24 / 6.41 / 6.48 / 6.41 / 6.97 / 6.95 there, and ahead at 32 (7.6 against 7.9
  * with 2 slots per cluster of 8). */
 #define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
-#define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the WHILE graph */
+#define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the grid loop */
+/* ... and the grid loop (cu_dec_grid) up to CU_DEC_AUTO_GRID_MAX utterances, the WHILE graph above: run 1 of
+ * tests/gpu/results/h100-2026-11-24-s4-decode3/ (shipped model, fp16), decode loop ms grid (weights in shared
+ * memory) / WHILE: B 32 6.66-6.69 / 7.43-7.62, 64 9.27 / 10.19, 128 12.64 / 13.66, 256 19.23-19.35 / 18.36-18.40. */
+#define CU_DEC_AUTO_GRID_MAX 128
 
 typedef struct cu_decoder cu_decoder;
 
@@ -66,9 +72,10 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
-/* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1, the default: a
- * block per group of units and slice of the emitters; 2: the same with its weights in shared memory; 0: units
- * spread one by one; cu_dec_grid_plan). */
+/* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1: a block per group of
+ * units and slice of the emitters; 2, the default: the same with its weights in shared memory where they fit; 0:
+ * units spread one by one; cu_dec_grid_plan). */
+#define CU_DEC_GRID_TILE_DEFAULT 2
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 int cu_decoder_unroll(const cu_decoder *d);
 
