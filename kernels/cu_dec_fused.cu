@@ -827,9 +827,22 @@ constexpr int kGridSlots = 8; /* slots a block of the grid loop holds: nb <= 8 x
  * (by step parity: a block may start the next step's joint while another still reads this step's). */
 template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
-                                                          cu_dec_fused_net net, int *flags, int tile, int wsm)
+                                                          cu_dec_fused_net net, int *flags, int tile, int wsm,
+                                                          long long *trace)
 {
     cg::grid_group grid = cg::this_grid();
+    /* phase clocks (trace, RNNT_CUDA_DEC_TRACE=1: thread 0 of block 0): joint+rule, barrier, list, layers, their
+     * barriers, projection, its barrier; steps, predictor steps */
+    const bool tr = trace && blockIdx.x == 0 && threadIdx.x == 0;
+    long long tr_c[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tr_last = tr ? clock64() : 0;
+#define GRID_T(k)                                 \
+    do {                                          \
+        if (tr) {                                 \
+            long long now_ = clock64();           \
+            tr_c[k] += now_ - tr_last;            \
+            tr_last = now_;                       \
+        }                                         \
+    } while (0)
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float wbest[kWarps * kCluG], wsum[kWarps * kCluG];
     __shared__ int widx[kWarps * kCluG], wbad[kWarps * kCluG];
@@ -920,7 +933,10 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             }
             __syncthreads(); /* hid, the partials and the slot's state are rewritten for the next slot */
         }
+        GRID_T(0);
         grid.sync();
+        GRID_T(1);
+        if (tr) tr_c[7]++;
         /* the emitters in ascending order, and whether any slot is live (the same in every block) */
         int n = 0, any = 0;
         for (int b0 = 0; b0 < nb; b0 += blockDim.x) {
@@ -942,8 +958,10 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             }
             __syncthreads(); /* s_cnt is rewritten by the next chunk; rows complete */
         }
+        GRID_T(2);
         if (!any) break;
         if (n == 0) continue;
+        if (tr) tr_c[8]++;
         const int groups = (n + 3) / 4;
         /* (B) the predictor layers of the emitters */
         for (int l = 0; l < net.n_pred; l++) {
@@ -1008,7 +1026,9 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             } else {
                 for (int task = warp; task < nu * groups; task += kWarps) unit_task(bid + nblk * (task % nu), (task / nu) * 4);
             }
+            GRID_T(3);
             grid.sync(); /* the next layer (or the projection) reads every unit's new h */
+            GRID_T(4);
         }
         /* (C) the joint's predictor projection of the emitters */
         {
@@ -1045,8 +1065,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 for (int task = warp; task < no * groups; task += kWarps) out_task(bid + nblk * (task % no), (task / no) * 4);
             }
         }
+        GRID_T(5);
         grid.sync(); /* the next step's joint reads gp */
+        GRID_T(6);
     }
+#undef GRID_T
+    if (tr)
+        for (int k = 0; k < 9; k++) trace[k] = tr_c[k];
     for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
         st.t[b] = g_t[m], st.labels[b] = g_lab[m], st.n_tok[b] = g_ntok[m], st.e[b] = g_e[m], st.status[b] = g_status[m];
         st.steps[b] = g_steps[m], st.skipped[b] = g_skip[m], st.done[b] = g_done[m], st.k[b] = g_k[m];
@@ -1074,7 +1099,9 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
     cu_dec_fused_net n = *net;
     int tile = pl->tile, wsm = pl->tile && pl->wsm;
-    void *args[] = {(void *)&nb, (void *)&rule, (void *)&st, (void *)&n, (void *)&flags, (void *)&tile, (void *)&wsm};
+    long long *trace = pl->trace;
+    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,
+                    (void *)&flags, (void *)&tile, (void *)&wsm, (void *)&trace};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;

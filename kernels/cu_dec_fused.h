@@ -99,6 +99,7 @@ typedef struct {
     int tile;     /* 1: a block takes kWarps units (outputs) and a slice of the emitters, so its warps share the
                      emitters' inputs in L1; 0: units spread one by one over the blocks */
     int wsm;      /* with tile: the block's unit and projection rows and the joint's output layer in shared memory */
+    long long *trace; /* NULL, or 9 device words: block 0's phase clocks (lab) */
 } cu_dec_grid_plan;
 /* blocks_per_sm: at most this many (0: as many as fit); wsm: the weights in shared memory where they fit. 0 when it
  * cannot run here (*why says why). */

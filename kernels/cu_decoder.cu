@@ -466,8 +466,25 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                                   &why)) {
             pl.tile = d->grid_tile != 0;
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
+            long long *tdev = NULL;
+            if (tv && *tv == '1') {
+                CU_TRY(cudaMalloc((void **)&tdev, 16 * sizeof(long long)));
+                CU_TRY(cudaMemsetAsync(tdev, 0, 16 * sizeof(long long), d->s));
+                pl.trace = tdev;
+            }
             RNNT_TRY(cu_dec_grid(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, d->flags,
                                  err, errlen));
+            if (tdev) {
+                long long h[16];
+                CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
+                CU_TRY(cudaStreamSynchronize(d->s));
+                cudaFree(tdev);
+                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                                "sync %.1f list %.1f layers %.1f layer-sync %.1f proj %.1f proj-sync %.1f (kcycles)\n",
+                        nb, pl.blocks, pl.tile, pl.wsm, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        h[4] / 1e3, h[5] / 1e3, h[6] / 1e3);
+            }
             return enqueue_results(d, nb, err, errlen);
         }
         d->note = why; /* a static string: why the grid loop cannot run; the WHILE graph instead */
