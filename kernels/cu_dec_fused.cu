@@ -816,6 +816,7 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 namespace {
 
 constexpr int kGridSlots = 8; /* slots a block of the grid loop holds: nb <= 8 x blocks */
+constexpr int kGridChunk = 4; /* f4: groups of 4 emitters staged at a time */
 
 /* The greedy loop of the whole batch in one cooperative launch (issue 16 §3, large batches): per step,
  * (A) each block takes the joint, argmax and rule of its slots (b = block, block + blocks, ...: the
@@ -827,7 +828,7 @@ constexpr int kGridSlots = 8; /* slots a block of the grid loop holds: nb <= 8 x
  * (by step parity: a block may start the next step's joint while another still reads this step's). */
 template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
-                                                          cu_dec_fused_net net, int *flags, int tile, int wsm,
+                                                          cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
                                                           long long *trace)
 {
     cg::grid_group grid = cg::this_grid();
@@ -868,9 +869,10 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
     /* wsm (tile only): the block's kWarps units of each layer (row w * 4 + g: w_ih then w_hh), its kWarps
      * projection rows and the joint's output layer, copied into shared memory once (grid_wsm_bytes) */
     S *ws_base = (S *)(sm + (((size_t)((J + 3) & ~3) + ((n_out + 3) & ~3) + 3 * (size_t)nb) * 4 + 15) / 16 * 16);
+    float4 *w4_base = NULL, *x4 = NULL; /* f4: [layer][kWarps][I + H] gate quadruples; [kGridChunk][max I + H] */
     if (wsm) {
         S *wp = ws_base;
-        for (int l = 0; l < net.n_pred; l++) {
+        for (int l = 0; l < net.n_pred && !f4; l++) {
             const cu_dec_fused_layer &L = net.L[l];
             const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), rl = L.ld_ih + L.ld_hh;
             for (int x = threadIdx.x; x < kWarps * 4 * rl; x += blockDim.x) {
@@ -892,6 +894,28 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
         }
         for (int x = threadIdx.x; x < n_out * net.ldw; x += blockDim.x) wp[x] = ((const S *)net.wout)[x];
         wout = wp;
+        wp += (size_t)n_out * net.ldw;
+        if (f4) {
+            /* each unit's four gate rows as float quadruples, w_ih then w_hh: one 16-byte load feeds 4 x 4 FMAs */
+            w4_base = (float4 *)((unsigned char *)ws_base + ((size_t)((unsigned char *)wp - (unsigned char *)ws_base) + 15) / 16 * 16);
+            float4 *w4 = w4_base;
+            for (int l = 0; l < net.n_pred; l++) {
+                const cu_dec_fused_layer &L = net.L[l];
+                const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), IH = L.I + L.H;
+                for (int x = threadIdx.x; x < kWarps * IH; x += blockDim.x) {
+                    const int w = x / IH, q = x % IH, j = (bid / S_) * kWarps + w;
+                    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    if (bid < nug * S_ && j < L.H)
+#pragma unroll
+                        for (int g = 0; g < 4; g++)
+                            v[g] = cu_ld(q < L.I ? &((const S *)L.w_ih)[(size_t)(g * L.H + j) * L.ld_ih + q]
+                                                 : &((const S *)L.w_hh)[(size_t)(g * L.H + j) * L.ld_hh + q - L.I]);
+                    w4[x] = make_float4(v[0], v[1], v[2], v[3]);
+                }
+                w4 += (size_t)kWarps * IH;
+            }
+            x4 = w4;
+        }
         __syncthreads();
     }
     for (int iter = 1;; iter++) {
@@ -1019,7 +1043,92 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                     }
                 }
             };
-            if (tile) { /* block = (group of kWarps units, slice of the emitter groups); warp w unit w of the group */
+            if (f4) {
+                /* the block's groups of 4 emitters, kGridChunk at a time: their inputs (x, then the old h) as float
+                 * quadruples (one per emitter) in shared memory, then warp w runs unit w of the group over them:
+                 * lane l sums elements l, l + 32, ... (x part, then h part) as clu_unit_dot does, and the 16 sums
+                 * (4 emitters x 4 gates) are reduced in warp_sum's tree with each lane keeping half at each
+                 * stage, so lane 2a and 2a + 1 end with sum a = emitter a / 4, gate a % 4: the same bits */
+                const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), j = (bid / S_) * kWarps + warp;
+                const int IH = L.I + L.H;
+                const float4 *w4 = w4_base;
+                for (int l2 = 0; l2 < l; l2++) w4 += (size_t)kWarps * (net.L[l2].I + net.L[l2].H);
+                w4 += (size_t)warp * IH;
+                const float bz = j < L.H ? L.bias[((lane >> 1) & 3) * L.H + j] : 0.0f;
+                if (bid < nug * S_)
+                    for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
+                        const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
+                        for (int x = threadIdx.x; x < nch * IH; x += blockDim.x) {
+                            const int ci = x / IH, q = x % IH, r0 = (c0 + S_ * ci) * 4, nr = min(4, n - r0);
+                            float v[4];
+#pragma unroll
+                            for (int r = 0; r < 4; r++) {
+                                const int rr = r0 + min(r, nr - 1), b = rows[rr], e = rows_e[rr];
+                                v[r] = cu_ld(q < L.I ? (xemb ? &xemb[(size_t)rows_k[rr] * ldx + q]
+                                                             : &xh[(size_t)(e & 1) * xpar + (size_t)b * ldx + q])
+                                                     : &h[(size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh + q - L.I]);
+                            }
+                            x4[x] = make_float4(v[0], v[1], v[2], v[3]);
+                        }
+                        __syncthreads();
+                        for (int ci = 0; ci < nch && j < L.H; ci++) {
+                            const float4 *xq = x4 + (size_t)ci * IH;
+                            float acc[16];
+#pragma unroll
+                            for (int a = 0; a < 16; a++) acc[a] = 0.0f;
+#pragma unroll 4
+                            for (int q = lane; q < L.I; q += 32) {
+                                const float4 w = w4[q], xv = xq[q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                                for (int r = 0; r < 4; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+#pragma unroll 4
+                            for (int q = lane; q < L.H; q += 32) {
+                                const float4 w = w4[L.I + q], xv = xq[L.I + q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                                for (int r = 0; r < 4; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+                            /* warp_sum's tree (xor 16, 8, 4, 2, 1), each lane keeping the half its lane bit picks */
+                            float u8[8], u4[4], u2[2];
+                            bool hi = lane & 16;
+#pragma unroll
+                            for (int i = 0; i < 8; i++)
+                                u8[i] = (hi ? acc[i + 8] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 8], 16);
+                            hi = lane & 8;
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                u4[i] = (hi ? u8[i + 4] : u8[i]) + __shfl_xor_sync(0xffffffffu, hi ? u8[i] : u8[i + 4], 8);
+                            hi = lane & 4;
+#pragma unroll
+                            for (int i = 0; i < 2; i++)
+                                u2[i] = (hi ? u4[i + 2] : u4[i]) + __shfl_xor_sync(0xffffffffu, hi ? u4[i] : u4[i + 2], 4);
+                            hi = lane & 2;
+                            float u1 = (hi ? u2[1] : u2[0]) + __shfl_xor_sync(0xffffffffu, hi ? u2[0] : u2[1], 2);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 1);
+                            const float z = __fadd_rn(u1, bz); /* emitter lane >> 3, gate (lane >> 1) & 3 */
+                            const int base8 = lane & ~7;
+                            float a[4];
+#pragma unroll
+                            for (int g = 0; g < 4; g++) a[g] = __shfl_sync(0xffffffffu, z, base8 + 2 * g);
+                            const int r0 = (c0 + S_ * ci) * 4, r = lane >> 3;
+                            if ((lane & 7) == 0 && r < min(4, n - r0)) {
+                                const int b = rows[r0 + r], e = rows_e[r0 + r];
+                                float *cp = L.c + (size_t)b * L.ldc + j;
+                                float cn, hn;
+                                lstm_cell<HARD>(a, *cp, &cn, &hn);
+                                *cp = cn;
+                                cu_st(&h[(size_t)(e & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                            }
+                        }
+                        __syncthreads(); /* x4 is restaged */
+                    }
+            } else if (tile) { /* block = (group of kWarps units, slice of the emitter groups); warp w unit w of the group */
                 const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), j = (bid / S_) * kWarps + warp;
                 if (bid < nug * S_ && j < L.H)
                     for (int grp = bid % S_; grp < groups; grp += S_) unit_task(j, grp * 4);
@@ -1035,7 +1144,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
             const int no = J > bid ? (J - bid + nblk - 1) / nblk : 0;
             const S *wpj = ws_base; /* the staged projection rows (wsm) */
-            for (int l2 = 0; l2 < net.n_pred; l2++) wpj += (size_t)kWarps * 4 * (net.L[l2].ld_ih + net.L[l2].ld_hh);
+            for (int l2 = 0; l2 < net.n_pred && !f4; l2++) wpj += (size_t)kWarps * 4 * (net.L[l2].ld_ih + net.L[l2].ld_hh);
             auto out_task = [&](int o, int r0) {
                 const int nr = min(4, n - r0);
                 const S *wr = wsm ? wpj + (size_t)(o % kWarps) * net.ldwp : (const S *)net.wp + (size_t)o * net.ldwp;
@@ -1084,11 +1193,23 @@ size_t grid_smem(const cu_dec_fused_net *net, int nb)
 }
 
 /* The weights k_dec_grid keeps in shared memory with wsm (bytes, after grid_smem rounded up to 16). */
-size_t grid_wsm_bytes(const cu_dec_fused_net *net, size_t esz)
+size_t grid_wsm_bytes(const cu_dec_fused_net *net, size_t esz, int f4)
 {
     size_t n = (size_t)kWarps * net->ldwp + (size_t)net->n_out * net->ldw;
-    for (int l = 0; l < net->n_pred; l++) n += (size_t)kWarps * 4 * (net->L[l].ld_ih + net->L[l].ld_hh);
+    for (int l = 0; l < net->n_pred && !f4; l++) n += (size_t)kWarps * 4 * (net->L[l].ld_ih + net->L[l].ld_hh);
     return n * esz;
+}
+
+/* f4's float quadruples after that (rounded up to 16): the units' gate rows and the emitters' inputs. */
+size_t grid_f4_bytes(const cu_dec_fused_net *net)
+{
+    size_t w = 0, xmax = 0;
+    for (int l = 0; l < net->n_pred; l++) {
+        size_t ih = (size_t)net->L[l].I + net->L[l].H;
+        w += (size_t)kWarps * ih;
+        if (ih > xmax) xmax = ih;
+    }
+    return (w + (size_t)kGridChunk * xmax) * 16;
 }
 
 template <typename S, bool HARD, bool RELU>
@@ -1098,10 +1219,10 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
     auto kern = k_dec_grid<S, HARD, RELU>;
     CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
     cu_dec_fused_net n = *net;
-    int tile = pl->tile, wsm = pl->tile && pl->wsm;
+    int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4;
     long long *trace = pl->trace;
     void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,
-                    (void *)&flags, (void *)&tile, (void *)&wsm, (void *)&trace};
+                    (void *)&flags, (void *)&tile, (void *)&wsm, (void *)&f4, (void *)&trace};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;
@@ -1148,8 +1269,13 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
         *why = "the joint's hidden vector does not fit in shared memory";
         return 0;
     }
-    if (wsm) { /* the weights too, where they fit beside the rest */
-        size_t with = (pl->smem + 15) / 16 * 16 + grid_wsm_bytes(net, dt == CU_F16 ? 2 : 4);
+    if (wsm == 2) { /* the f4 layout where it fits */
+        size_t with = ((pl->smem + 15) / 16 * 16 + grid_wsm_bytes(net, dt == CU_F16 ? 2 : 4, 1) + 15) / 16 * 16 +
+                      grid_f4_bytes(net);
+        if (with + 8 * 1024 <= (size_t)optin) pl->smem = with, pl->wsm = 1, pl->f4 = 1;
+    }
+    if (wsm && !pl->wsm) { /* the weights too, where they fit beside the rest */
+        size_t with = (pl->smem + 15) / 16 * 16 + grid_wsm_bytes(net, dt == CU_F16 ? 2 : 4, 0);
         if (with + 8 * 1024 <= (size_t)optin) pl->smem = with, pl->wsm = 1;
     }
     const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;

@@ -99,10 +99,12 @@ typedef struct {
     int tile;     /* 1: a block takes kWarps units (outputs) and a slice of the emitters, so its warps share the
                      emitters' inputs in L1; 0: units spread one by one over the blocks */
     int wsm;      /* with tile: the block's unit and projection rows and the joint's output layer in shared memory */
+    int f4;       /* with wsm: the unit rows as fp32 gate quadruples and the emitters' inputs staged as fp32 emitter
+                     quadruples (16-byte loads, 16 FMAs each, no conversions), the sums reduced in warp_sum's tree */
     long long *trace; /* NULL, or 9 device words: block 0's phase clocks (lab) */
 } cu_dec_grid_plan;
-/* blocks_per_sm: at most this many (0: as many as fit); wsm: the weights in shared memory where they fit. 0 when it
- * cannot run here (*why says why). */
+/* blocks_per_sm: at most this many (0: as many as fit); wsm: 1 the weights in shared memory where they fit, 2 the
+ * f4 layout where it fits (else as 1). 0 when it cannot run here (*why says why). */
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                           int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why);
 /* flags: device ints [2][nb][2] (16-byte aligned), scratch. */

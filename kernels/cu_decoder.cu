@@ -394,7 +394,7 @@ void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile)
 {
     d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm;
-    d->grid_tile = tile < 0 ? 0 : tile > 2 ? 2 : tile;
+    d->grid_tile = tile < 0 ? 0 : tile > 3 ? 3 : tile;
 }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
@@ -462,7 +462,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         fused_net(d, fstride_dev, fproj, &net);
         cu_dec_grid_plan pl;
         const char *why = NULL;
-        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, d->grid_tile == 2, &pl,
+        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, d->grid_tile >= 2 ? d->grid_tile - 1 : 0, &pl,
                                   &why)) {
             pl.tile = d->grid_tile != 0;
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
@@ -480,9 +480,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                 CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
                 CU_TRY(cudaStreamSynchronize(d->s));
                 cudaFree(tdev);
-                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
                                 "sync %.1f list %.1f layers %.1f layer-sync %.1f proj %.1f proj-sync %.1f (kcycles)\n",
-                        nb, pl.blocks, pl.tile, pl.wsm, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
                         h[4] / 1e3, h[5] / 1e3, h[6] / 1e3);
             }
             return enqueue_results(d, nb, err, errlen);

@@ -73,8 +73,8 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 /* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1: a block per group of
- * units and slice of the emitters; 2, the default: the same with its weights in shared memory where they fit; 0:
- * units spread one by one; cu_dec_grid_plan). */
+ * units and slice of the emitters; 2, the default: the same with its weights in shared memory where they fit; 3: the
+ * same with the units' dot products on fp32 quadruples (cu_dec_grid_plan.f4); 0: units spread one by one). */
 #define CU_DEC_GRID_TILE_DEFAULT 2
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 int cu_decoder_unroll(const cu_decoder *d);
