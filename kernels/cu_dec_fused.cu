@@ -914,7 +914,17 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 }
                 w4 += (size_t)kWarps * IH;
             }
-            x4 = w4;
+            /* the block's kWarps projection rows in fp32 */
+            float *wp4 = (float *)w4;
+            {
+                const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
+                const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog);
+                for (int x = threadIdx.x; x < kWarps * T.H; x += blockDim.x) {
+                    const int o = (bid / S_) * kWarps + x / T.H;
+                    wp4[x] = bid < nog * S_ && o < J ? cu_ld(&((const S *)net.wp)[(size_t)o * net.ldwp + x % T.H]) : 0.0f;
+                }
+            }
+            x4 = (float4 *)(wp4 + ((size_t)kWarps * net.L[net.n_pred - 1].H + 3) / 4 * 4);
         }
         __syncthreads();
     }
@@ -1058,17 +1068,26 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 if (bid < nug * S_)
                     for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
                         const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
-                        for (int x = threadIdx.x; x < nch * IH; x += blockDim.x) {
-                            const int ci = x / IH, q = x % IH, r0 = (c0 + S_ * ci) * 4, nr = min(4, n - r0);
-                            float v[4];
+                        /* 4 elements a thread at a time: their 16 loads in flight together */
+                        for (int x0 = threadIdx.x; x0 < nch * IH; x0 += 4 * blockDim.x) {
+                            float v[4][4];
 #pragma unroll
-                            for (int r = 0; r < 4; r++) {
-                                const int rr = r0 + min(r, nr - 1), b = rows[rr], e = rows_e[rr];
-                                v[r] = cu_ld(q < L.I ? (xemb ? &xemb[(size_t)rows_k[rr] * ldx + q]
-                                                             : &xh[(size_t)(e & 1) * xpar + (size_t)b * ldx + q])
-                                                     : &h[(size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh + q - L.I]);
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x, xc = min(x, nch * IH - 1);
+                                const int ci = xc / IH, q = xc % IH, r0 = (c0 + S_ * ci) * 4, nr = min(4, n - r0);
+#pragma unroll
+                                for (int r = 0; r < 4; r++) {
+                                    const int rr = r0 + min(r, nr - 1), b = rows[rr], e = rows_e[rr];
+                                    v[u][r] = cu_ld(q < L.I ? (xemb ? &xemb[(size_t)rows_k[rr] * ldx + q]
+                                                                    : &xh[(size_t)(e & 1) * xpar + (size_t)b * ldx + q])
+                                                            : &h[(size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh + q - L.I]);
+                                }
                             }
-                            x4[x] = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x;
+                                if (x < nch * IH) x4[x] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
+                            }
                         }
                         __syncthreads();
                         for (int ci = 0; ci < nch && j < L.H; ci++) {
@@ -1166,7 +1185,66 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                     if (lane == 0 && q < nr) net.gp[(size_t)rows[r0 + q] * net.ldg + o] = __fadd_rn(v, bo);
                 }
             };
-            if (tile) {
+            if (f4) {
+                /* as the layers' f4 path: the emitters' h as fp32 quadruples, output w of the block's group per
+                 * warp, 4 sums reduced in warp_sum's tree (lane 8 r ends with emitter r's) */
+                const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
+                const int Hl = T.H;
+                const float *wq = (const float *)w4_base;
+                for (int l2 = 0; l2 < net.n_pred; l2++) wq += (size_t)4 * kWarps * (net.L[l2].I + net.L[l2].H);
+                wq += (size_t)warp * Hl;
+                const float bo = o < J ? net.jb[o] : 0.0f;
+                if (bid < nog * S_)
+                    for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
+                        const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
+                        for (int x0 = threadIdx.x; x0 < nch * Hl; x0 += 4 * blockDim.x) {
+                            float v[4][4];
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x, xc = min(x, nch * Hl - 1);
+                                const int ci = xc / Hl, q = xc % Hl, r0 = (c0 + S_ * ci) * 4, nr = min(4, n - r0);
+#pragma unroll
+                                for (int r = 0; r < 4; r++) {
+                                    const int rr = r0 + min(r, nr - 1);
+                                    v[u][r] = cu_ld(&((const S *)T.h)[(size_t)(rows_e[rr] & 1) * T.hpar + (size_t)rows[rr] * T.ldh + q]);
+                                }
+                            }
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x;
+                                if (x < nch * Hl) x4[x] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
+                            }
+                        }
+                        __syncthreads();
+                        for (int ci = 0; ci < nch && o < J; ci++) {
+                            const float4 *xq = x4 + (size_t)ci * Hl;
+                            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+                            for (int q = lane; q < Hl; q += 32) {
+                                const float w = wq[q];
+                                const float4 xv = xq[q];
+                                acc[0] = fmaf(w, xv.x, acc[0]);
+                                acc[1] = fmaf(w, xv.y, acc[1]);
+                                acc[2] = fmaf(w, xv.z, acc[2]);
+                                acc[3] = fmaf(w, xv.w, acc[3]);
+                            }
+                            bool hi = lane & 16;
+                            float u2[2];
+#pragma unroll
+                            for (int i = 0; i < 2; i++)
+                                u2[i] = (hi ? acc[i + 2] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 2], 16);
+                            hi = lane & 8;
+                            float u1 = (hi ? u2[1] : u2[0]) + __shfl_xor_sync(0xffffffffu, hi ? u2[0] : u2[1], 8);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 4);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 2);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 1);
+                            const int r0 = (c0 + S_ * ci) * 4, r = lane >> 3; /* lane 8 r: emitter r's sum */
+                            if ((lane & 7) == 0 && r < min(4, n - r0))
+                                net.gp[(size_t)rows[r0 + r] * net.ldg + o] = __fadd_rn(u1, bo);
+                        }
+                        __syncthreads(); /* x4 is restaged */
+                    }
+            } else if (tile) {
                 const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
                 if (bid < nog * S_ && o < J)
                     for (int grp = bid % S_; grp < groups; grp += S_) out_task(o, grp * 4);
@@ -1203,13 +1281,14 @@ size_t grid_wsm_bytes(const cu_dec_fused_net *net, size_t esz, int f4)
 /* f4's float quadruples after that (rounded up to 16): the units' gate rows and the emitters' inputs. */
 size_t grid_f4_bytes(const cu_dec_fused_net *net)
 {
-    size_t w = 0, xmax = 0;
+    size_t w = 0, xmax = 0, hl = (size_t)net->L[net->n_pred - 1].H;
     for (int l = 0; l < net->n_pred; l++) {
         size_t ih = (size_t)net->L[l].I + net->L[l].H;
         w += (size_t)kWarps * ih;
         if (ih > xmax) xmax = ih;
     }
-    return (w + (size_t)kGridChunk * xmax) * 16;
+    if (hl > xmax) xmax = hl;
+    return (w + (kWarps * hl + 3) / 4 + (size_t)kGridChunk * xmax) * 16;
 }
 
 template <typename S, bool HARD, bool RELU>

@@ -413,8 +413,8 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
      * the cluster loop's label probabilities are summed in the per-step kernels' warp groups, so its results
      * are bitwise the graph's in any batch (main's e3a4019 had kept fp32 on the graph before that fix) */
     int auto_cluster = mode == CU_DEC_AUTO && n_live <= CU_DEC_AUTO_CLUSTER_MAX;
-    if (mode == CU_DEC_AUTO)
-        mode = auto_cluster ? CU_DEC_CLUSTER : n_live <= CU_DEC_AUTO_GRID_MAX ? CU_DEC_GRID : CU_DEC_WHILE;
+    int auto_grid = mode == CU_DEC_AUTO && !auto_cluster; /* the grid loop where its f4 layout fits */
+    if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_GRID;
     if (mode == CU_DEC_CLUSTER) {
         cu_dec_fused_net net;
         fused_net(d, fstride_dev, fproj, &net);
@@ -462,9 +462,11 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         fused_net(d, fstride_dev, fproj, &net);
         cu_dec_grid_plan pl;
         const char *why = NULL;
-        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, d->grid_per_sm, d->grid_tile >= 2 ? d->grid_tile - 1 : 0, &pl,
-                                  &why)) {
-            pl.tile = d->grid_tile != 0;
+        const int tile = auto_grid ? 3 : d->grid_tile;
+        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
+                                  tile >= 2 ? tile - 1 : 0, &pl, &why) &&
+            (!auto_grid || pl.f4)) {
+            pl.tile = tile != 0;
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
             long long *tdev = NULL;
@@ -487,7 +489,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
             }
             return enqueue_results(d, nb, err, errlen);
         }
-        d->note = why; /* a static string: why the grid loop cannot run; the WHILE graph instead */
+        d->note = why ? why : "the grid loop's f4 layout does not fit in shared memory"; /* static; WHILE instead */
         mode = CU_DEC_WHILE;
     }
     if (mode == CU_DEC_FUSED) {

@@ -14,7 +14,7 @@
  * launch over the device, the emitters' predictor spread over every block between grid barriers, cu_dec_grid), and
  * CU_DEC_AUTO (the default: the cluster loop with one slot per cluster of 16 blocks of 16 warps up to
  * CU_DEC_AUTO_CLUSTER16_MAX utterances, of 8 blocks up to CU_DEC_AUTO_CLUSTER_MAX, where it fits; the grid loop
- * up to CU_DEC_AUTO_GRID_MAX; the WHILE graph otherwise). All modes give the same results (fp32:
+ * above, where its f4 layout fits; the WHILE graph otherwise). All modes give the same results (fp32:
  * bitwise, label probabilities included; fp16: the same tokens). One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
@@ -32,10 +32,11 @@ typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUS
  * with 2 slots per cluster of 8). */
 #define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
 #define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the grid loop */
-/* ... and the grid loop (cu_dec_grid) up to CU_DEC_AUTO_GRID_MAX utterances, the WHILE graph above: run 1 of
- * tests/gpu/results/h100-2026-11-24-s4-decode3/ (shipped model, fp16), decode loop ms grid (weights in shared
- * memory) / WHILE: B 32 6.66-6.69 / 7.43-7.62, 64 9.27 / 10.19, 128 12.64 / 13.66, 256 19.23-19.35 / 18.36-18.40. */
-#define CU_DEC_AUTO_GRID_MAX 128
+/* Above CU_DEC_AUTO_CLUSTER_MAX, CU_DEC_AUTO takes the grid loop (cu_dec_grid) with its f4 layout (tile 3) where
+ * that fits in shared memory (the shipped model: yes; the MLPerf-shaped predictor 2 x 320: no), else the WHILE
+ * graph: run 2 of tests/gpu/results/h100-2026-11-24-s4-decode3/ (shipped model, fp16), decode loop ms f4 grid /
+ * WHILE: B 24 6.01 / 7.2-7.4, 32 6.18-6.25 / 7.43, 64 7.73 / 10.2, 128 10.47-10.64 / 13.70, 256 14.84-14.88 / 18.43;
+ * the cluster loop stays ahead up to 16 (B 16: 5.00 against 5.79). */
 
 typedef struct cu_decoder cu_decoder;
 
@@ -73,9 +74,9 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 /* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1: a block per group of
- * units and slice of the emitters; 2, the default: the same with its weights in shared memory where they fit; 3: the
- * same with the units' dot products on fp32 quadruples (cu_dec_grid_plan.f4); 0: units spread one by one). */
-#define CU_DEC_GRID_TILE_DEFAULT 2
+ * units and slice of the emitters; 2: the same with its weights in shared memory where they fit; 3, the default: the
+ * same with the dot products on fp32 quadruples where they fit (cu_dec_grid_plan.f4); 0: units spread one by one). */
+#define CU_DEC_GRID_TILE_DEFAULT 3
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 int cu_decoder_unroll(const cu_decoder *d);
 
