@@ -59,8 +59,11 @@ class FeaturePool:
         return pool
 
     def add_manifest(self, path, batch_seconds=400.0):
+        """Adds a manifest's utterances; all or nothing: an error (e.g. the device out of memory) part
+        way leaves the pool as it was (piece 11 died in here, holding half a shard)."""
         recs = [r for r in read_manifest(path) if 0.3 < r["duration"] <= self.max_seconds]
         recs.sort(key=lambda r: r["duration"])
+        new_feats, new_waves, new_labels = [], [], []
         i = 0
         while i < len(recs):
             j, tot = i, 0.0
@@ -82,12 +85,16 @@ class FeaturePool:
             if self.waves is not None:
                 wdev = torch.from_numpy(np.rint(pad * 32768.0).astype(np.int16)).to(self.device)
             for k, (r, n) in enumerate(zip(recs[i:j], nf.tolist())):    # one device sync per batch
-                self.feats.append(feats[k, :n].clone())
+                new_feats.append(feats[k, :n].clone())
                 if self.waves is not None:
-                    self.waves.append(wdev[k, :len(waves[k])].clone())
-                self.labels.append(torch.tensor(encode_text(r["text"]), dtype=torch.long))
-                self.meta.append(r)
+                    new_waves.append(wdev[k, :len(waves[k])].clone())
+                new_labels.append(torch.tensor(encode_text(r["text"]), dtype=torch.long))
             i = j
+        self.feats += new_feats
+        if self.waves is not None:
+            self.waves += new_waves
+        self.labels += new_labels
+        self.meta += recs
         return len(recs)
 
     def __len__(self):
@@ -213,6 +220,31 @@ class FeaturePool:
         flen = torch.tensor([self.feats[i].shape[0] for i in idx], dtype=torch.long)
         ulen = torch.tensor([len(self.labels[i]) for i in idx], dtype=torch.long)
         return feats, flen.to(self.device), labels.to(self.device), ulen.to(self.device)
+
+
+def is_out_of_memory(e):
+    oom = getattr(torch.cuda, "OutOfMemoryError", ())
+    return (bool(oom) and isinstance(e, oom)) or (isinstance(e, RuntimeError) and "out of memory" in str(e))
+
+
+def add_manifest_retrying(pool, path, free_memory):
+    """pool.add_manifest(path); on running out of device memory, free_memory() (drop the training
+    step's CUDA graphs and the allocator's cache) and try once more. Returns (utterances added,
+    None) or (None, why) when even the retry ran out of memory: the caller stops taking shards and
+    trains on what it has. Other errors propagate."""
+    try:
+        return pool.add_manifest(path), None
+    except Exception as e:       # noqa: BLE001 - only out of memory is handled
+        if not is_out_of_memory(e):
+            raise
+        first = repr(e)[:200]
+    free_memory()
+    try:
+        return pool.add_manifest(path), None
+    except Exception as e:       # noqa: BLE001
+        if not is_out_of_memory(e):
+            raise
+        return None, "out of memory twice: %s / %s" % (first, repr(e)[:200])
 
 
 def spec_augment(feats, flen, mean, rng, cfg):

@@ -32,7 +32,7 @@ class GraphedStep:
     taken from the inputs. With enabled=False (or off CUDA) every call runs eagerly (same semantics:
     gradients are zeroed, not accumulated)."""
 
-    def __init__(self, model, compute, enabled=True, max_graphs=64, log=None):
+    def __init__(self, model, compute, enabled=True, max_graphs=64, log=None, max_reserved_frac=0.75):
         self.model = model
         self.compute = compute
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -44,9 +44,32 @@ class GraphedStep:
         self.log = log or (lambda rec: None)
         self.replays = self.eager = 0
         self.capture_s = 0.0      # time spent capturing (beside the first, eager step of each shape)
+        # Piece 11 died taking in a shard while the graphs' pool held 61.6 GiB for 13 shapes: once the
+        # allocator holds more than this fraction of the device after a capture, every graph is dropped
+        # (release) and shapes are captured again as they come
+        self.max_reserved_frac = max_reserved_frac
+        self.releases = 0
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+
+    def release(self, why=""):
+        """Drops every captured graph and their memory pool and empties the allocator's cache (the
+        .grad tensors stay). Later steps capture their shapes again. Returns the bytes given back."""
+        n = len(self.graphs)
+        before = torch.cuda.memory_reserved() if self.enabled else 0
+        for graph, _static, _loss in self.graphs.values():
+            graph.reset()
+        self.graphs.clear()
+        self.pool = None
+        if self.enabled:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        freed = before - (torch.cuda.memory_reserved() if self.enabled else 0)
+        self.releases += 1
+        self.log({"event": "graphs_released", "why": why, "graphs": n, "freed_gib": round(freed / 2 ** 30, 2),
+                  "releases": self.releases})
+        return freed
 
     def _zero_grads(self):
         for p in self.params:        # a graph captured the .grad tensors' addresses: never None
@@ -110,4 +133,14 @@ class GraphedStep:
             p.grad.copy_(g)
         torch.cuda.synchronize()
         self.capture_s += time.perf_counter() - t0
+        total = torch.cuda.get_device_properties(self.params[0].device).total_memory
+        if torch.cuda.memory_reserved() > self.max_reserved_frac * total:
+            self.release("reserved %.1f GiB > %.0f%% of the device after a capture"
+                         % (torch.cuda.memory_reserved() / 2 ** 30, 100 * self.max_reserved_frac))
+            left = torch.cuda.memory_reserved() / total
+            if left > self.max_reserved_frac - 0.1:
+                # what is held is not the graphs' (the pool's samples, the optimiser): a bound it cannot
+                # get under would drop the graphs after every capture
+                self.max_reserved_frac = min(0.95, left + 0.1)
+                self.log({"event": "graph_bound_raised", "max_reserved_frac": round(self.max_reserved_frac, 3)})
         return out

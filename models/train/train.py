@@ -34,7 +34,8 @@ import torch
 from rnntd_ref.config import load_config
 from rnntd_ref.io import export_state_dict
 
-from .data import TOKENS, FeaturePool, decode_ids, error_rates, seeded, spec_augment
+from .data import (TOKENS, FeaturePool, add_manifest_retrying, decode_ids, error_rates, is_out_of_memory, seeded,
+                   spec_augment)
 from .gpu_channel import GpuChannel
 from .graph_step import GraphedStep
 from .loss import multiblank_rnnt_loss
@@ -190,6 +191,11 @@ def main():
     for k in ("max_frames", "max_cells", "shards"):
         if getattr(a, k):
             tc[k] = getattr(a, k)
+    if a.device.startswith("cuda"):
+        # piece 12 ran out of device memory with 14 GiB outside PyTorch's allocator and cuFFT failing
+        # (CUFFT_INTERNAL_ERROR) in the per-replay channel: every (batch, length) of its FFTs and the
+        # frontend's STFT is a plan of its own, and the plan cache kept up to 4,096 of them
+        torch.backends.cuda.cufft_plan_cache.max_size = tc.get("cufft_plans", 16)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     dev = torch.device(a.device)
@@ -226,19 +232,51 @@ def main():
         res, _ = evaluate(model, dev_pool)
         log(a.out, dict(res, step=step0, event="dev_start"))
     loaded = set()
+    shards_stopped = []
+    gstep = None
+
+    def free_memory(why="out of memory taking in a shard"):
+        if dev.type != "cuda":
+            return
+        torch.backends.cuda.cufft_plan_cache.clear()
+        if gstep is not None:
+            gstep.release(why)
+        else:
+            torch.cuda.empty_cache()
+
+    def dev_eval(event):
+        """The dev evaluation; piece 12 died in one (out of memory: the graphs' pool had grown back to 51
+        GiB). On out of memory: free (drop the graphs) and once more; then log dev_failed and go on."""
+        for attempt in (0, 1):
+            try:
+                res, pairs = evaluate(model, dev_pool)
+                log(a.out, dict(res, step=step, event=event))
+                return pairs
+            except RuntimeError as e:
+                if not is_out_of_memory(e):
+                    raise
+                if attempt:
+                    log(a.out, {"event": "dev_failed", "step": step, "why": repr(e)[:300]})
+                    return None
+                free_memory("out of memory in the dev evaluation")
 
     def take_new_shards(block):
         got = 0
         while True:
             for k in range(tc["shards"]):
                 m = os.path.join(a.work, "train%02d" % k, "manifest.jsonl")
-                if k not in loaded and os.path.exists(m):
-                    n = pool.add_manifest(m)
+                if k not in loaded and os.path.exists(m) and not shards_stopped:
+                    n, why = add_manifest_retrying(pool, m, free_memory)
+                    if n is None:
+                        # even with the graphs dropped the device is full: train on what the pool has
+                        shards_stopped.append(k)
+                        log(a.out, {"event": "shards_stopped", "shard": k, "why": why, "pool": len(pool)})
+                        return got
                     loaded.add(k)
                     got += n
                     log(a.out, {"event": "shard", "shard": k, "utts": n, "pool": len(pool),
                                 "hours": round(sum(r["duration"] for r in pool.meta) / 3600, 2)})
-            if got or not block or not worker.is_alive():
+            if got or not block or not worker.is_alive() or shards_stopped:
                 return got
             time.sleep(1.0)
 
@@ -273,7 +311,8 @@ def main():
         log(a.out, {"event": "buckets", "shapes": pool.bucket_shapes(tc["max_frames"], tc["max_cells"],
                                                                      cfg.subsampling, a.t_quant)})
     done = False
-    too_big = set()          # batch shapes whose step ran out of device memory: left out from then on
+    too_big = set()          # batch shapes whose step ran out of device memory twice: left out from then on
+    oom_once = set()
     t_train0 = time.time()
     while not done:
         if use_graphs:
@@ -316,10 +355,13 @@ def main():
                     if "out of memory" not in str(e):
                         raise
                     # piece 9: the 17th shape's first (eager) step found 51 GiB held by the graphs'
-                    # pool and the kept samples; leave that shape out instead of ending the piece
-                    too_big.add(shape)
+                    # pool and the kept samples: drop the graphs once and try the shape again later;
+                    # a shape that runs out of memory a second time is left out
                     del feats, flen, labels, ulen, weight
-                    torch.cuda.empty_cache()
+                    if shape in oom_once:
+                        too_big.add(shape)
+                    oom_once.add(shape)
+                    gstep.release("out of memory in a step of shape %s" % (list(shape),))
                     log(a.out, {"event": "shape_out_of_memory", "shape": list(shape), "left_out": len(too_big),
                                 "allocated_gib": round(torch.cuda.memory_allocated() / 2 ** 30, 2)})
                     continue
@@ -348,16 +390,23 @@ def main():
             piece_step += 1
             loss_acc += float(loss.detach())
             n_acc += 1
+            if use_graphs and step % tc["log_every"] == 0:
+                free_b, total_b = torch.cuda.mem_get_info()
+                if free_b < tc.get("min_free_gib", 8) * 2 ** 30:
+                    # the graphs' pool grows back after a release (piece 12: 51 GiB again 350 s later),
+                    # and what else needs memory (shards, cuFFT, the dev evaluation) would fail
+                    free_memory("%.1f GiB free of %.1f" % (free_b / 2 ** 30, total_b / 2 ** 30))
             if step % tc["log_every"] == 0:
                 log(a.out, {"step": step, "loss": round(loss_acc / n_acc, 4), "lr": round(lr, 6),
                             "batch": len(idx), "steps_per_s": round(n_acc / (time.time() - t_acc), 2),
                             "bad": bad, "gnorm": round(float(gn), 2), "prep_ms": round(1000 * prep_s / n_acc, 1),
                             **({"replays": gstep.replays, "eager": gstep.eager, "graphs": len(gstep.graphs),
-                                "capture_s": round(gstep.capture_s, 1)} if gstep else {})})
+                                "capture_s": round(gstep.capture_s, 1), "releases": gstep.releases,
+                                "reserved_gib": round(torch.cuda.memory_reserved() / 2 ** 30, 1)}
+                               if gstep else {})})
                 loss_acc, n_acc, t_acc, prep_s = 0.0, 0, time.time(), 0.0
             if step % tc["eval_every"] == 0:
-                res, _ = evaluate(model, dev_pool)
-                log(a.out, dict(res, step=step, event="dev"))
+                dev_eval("dev")
             if time.time() - last_ckpt > tc["ckpt_every_s"]:
                 save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
                 save_opt(os.path.join(a.out, "opt.pt"), opt)
@@ -368,10 +417,9 @@ def main():
     stop_synth()
     save_ckpt(os.path.join(a.out, "ckpt.pt"), model, step, pieces, {"config": tc})
     save_opt(os.path.join(a.out, "opt.pt"), opt)
-    res, pairs = evaluate(model, dev_pool)
-    log(a.out, dict(res, step=step, event="dev_final"))
+    pairs = dev_eval("dev_final")
     with open(os.path.join(a.out, "dev_hyps.jsonl"), "w") as f:
-        for ref, hyp in pairs:
+        for ref, hyp in pairs or []:
             f.write(json.dumps({"ref": ref, "hyp": hyp}) + "\n")
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     cfg.name = a.name

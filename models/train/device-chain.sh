@@ -1,0 +1,36 @@
+#!/bin/bash
+# One training piece of a chain of device-tool runs, the next run started while the machine is still warm
+# (idle_release_s), so that a piece resumes from the last one's fp32 weights *and* AdamW moments, which do
+# not fit the carry beside the engines (28 MB). Run from the repository root of the main checkout:
+#   bash RUN/device-chain.sh DATA_SEED CONFIG BUDGET_S        (the device tool: carry [RUN])
+# RUN (default .gpu/model3): tts-root.tar.xz, neural.tar.xz, text/ (models/README.md step 3), ckpt.pt.xz
+#   (the chain's first checkpoint: rnntd_train.ckpt_from_model of a model directory, xz), patch/ (the
+#   models/train files changed since the checkout, copied over it).
+# STATE (default .gpu/model3-state, ignored by git and not carried, so it stays on a warm machine): the
+#   last piece's ckpt.pt and opt.pt; when it exists the piece resumes from it, else from RUN/ckpt.pt.xz
+#   with the config's fill steps.
+set -u
+seed=$1 config=$2 budget=$3
+RUN=${RUN:-.gpu/model3}
+STATE=${STATE:-.gpu/model3-state}
+OUT=${OUT:-/tmp/out}
+t0=$(date +%s)
+[ -d "$RUN/patch" ] && cp "$RUN"/patch/*.py models/train/
+R=/tmp/chain-run
+rm -rf "$R" /tmp/w && mkdir -p "$R"
+for f in tts-root.tar.xz neural.tar.xz text; do ln -s "$(realpath "$RUN/$f")" "$R/$f"; done
+if [ -f "$STATE/ckpt.pt" ] && [ -f "$STATE/opt.pt" ]; then
+  cp "$STATE/ckpt.pt" "$STATE/opt.pt" "$R/"
+  echo "device-chain: resuming from the warm machine's state ($STATE: weights and AdamW moments)"
+else
+  xz -dc "$RUN/ckpt.pt.xz" > "$R/ckpt.pt"
+  echo "device-chain: no state on this machine: resuming from $RUN/ckpt.pt.xz (fill steps)"
+fi
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+RUN=$R CODE=. BUDGET_S=$budget CONFIG=$config bash models/train/device-piece.sh "$seed" --final-piece
+if [ -f "$OUT/train/ckpt.pt" ] && [ -f "$OUT/train/opt.pt" ]; then
+  mkdir -p "$STATE" && cp "$OUT/train/ckpt.pt" "$OUT/train/opt.pt" "$STATE/" && echo "device-chain: state kept in $STATE"
+fi
+grep -hE '"event": "(graphs_released|graph_bound_raised|shards_stopped|shape_out_of_memory|channel_failed)"' \
+  <(tar xJOf "$OUT/logs.tar.xz" train/log.jsonl 2>/dev/null) | cut -c1-300 | tail -8
+echo "device-chain: wall $(( $(date +%s) - t0 )) s"
