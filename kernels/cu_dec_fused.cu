@@ -914,17 +914,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 }
                 w4 += (size_t)kWarps * IH;
             }
-            /* the block's kWarps projection rows in fp32 */
-            float *wp4 = (float *)w4;
-            {
-                const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
-                const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog);
-                for (int x = threadIdx.x; x < kWarps * T.H; x += blockDim.x) {
-                    const int o = (bid / S_) * kWarps + x / T.H;
-                    wp4[x] = bid < nog * S_ && o < J ? cu_ld(&((const S *)net.wp)[(size_t)o * net.ldwp + x % T.H]) : 0.0f;
-                }
-            }
-            x4 = (float4 *)(wp4 + ((size_t)kWarps * net.L[net.n_pred - 1].H + 3) / 4 * 4);
+            x4 = w4; /* the projection reads its rows from the staged S rows (fp32 copies cost L1: run 3) */
         }
         __syncthreads();
     }
@@ -1190,9 +1180,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                  * warp, 4 sums reduced in warp_sum's tree (lane 8 r ends with emitter r's) */
                 const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
                 const int Hl = T.H;
-                const float *wq = (const float *)w4_base;
-                for (int l2 = 0; l2 < net.n_pred; l2++) wq += (size_t)4 * kWarps * (net.L[l2].I + net.L[l2].H);
-                wq += (size_t)warp * Hl;
+                const S *wq = wpj + (size_t)warp * net.ldwp;
                 const float bo = o < J ? net.jb[o] : 0.0f;
                 if (bid < nog * S_)
                     for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
@@ -1221,7 +1209,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 4
                             for (int q = lane; q < Hl; q += 32) {
-                                const float w = wq[q];
+                                const float w = cu_ld(&wq[q]);
                                 const float4 xv = xq[q];
                                 acc[0] = fmaf(w, xv.x, acc[0]);
                                 acc[1] = fmaf(w, xv.y, acc[1]);
@@ -1288,7 +1276,7 @@ size_t grid_f4_bytes(const cu_dec_fused_net *net)
         if (ih > xmax) xmax = ih;
     }
     if (hl > xmax) xmax = hl;
-    return (w + (kWarps * hl + 3) / 4 + (size_t)kGridChunk * xmax) * 16;
+    return (w + (size_t)kGridChunk * xmax) * 16;
 }
 
 template <typename S, bool HARD, bool RELU>

@@ -27,7 +27,7 @@ RNNT_TEST_QUICK=1 RNNT_TEST_ONLY=test_large_batch timeout $(tmo 60) compute-sani
 echo "exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" $OUT/memcheck.log | tail -3
 log "compute-sanitizer racecheck, k_dec_grid only: bench_engine B 17, 130 (2 s utterances), f4 and tile 0"
 for t in 3 0; do
-  RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=$t timeout $(tmo 60) compute-sanitizer --tool racecheck --kernel-regex kns=k_dec_grid \
+  RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=$t timeout $(tmo 40) compute-sanitizer --tool racecheck --kernel-regex kns=k_dec_grid \
     --error-exitcode 9 $B/bench_engine models/en-char-small --batches 17,130 --seconds 2 --reps 1 --extras 0 > $OUT/racecheck$t.log 2>&1
   echo "tile $t exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|hazard" $OUT/racecheck$t.log | head -3
 done
