@@ -37,6 +37,14 @@ typedef struct rnnt_backend_ops {
      * computes features on the CPU and calls decode. *frontend_s: the frontend's own time. */
     rnnt_status (*decode_audio)(void *state, int n, const rnnt_audio_input *in, rnnt_result *out, rnnt_timing *timing,
                                 double *frontend_s, char *err, size_t errlen);
+    /* Asynchronous batches (rnnt_runner_submit/collect). submit: stage n utterances (validated by the
+     * runner as for decode) and start them, or queue them behind the one running; the inputs are not
+     * read after it returns; on an error nothing is pending. collect: wait for the oldest pending batch
+     * and fill its results as decode would (the arrays preallocated by the runner); the batch is gone
+     * whatever the outcome. The runner keeps at most RNNT_RUNNER_MAX_PENDING pending and calls nothing
+     * else on the state meanwhile. NULL (the CPU): the runner decodes at submit. */
+    rnnt_status (*submit)(void *state, int n, const rnnt_input *in, char *err, size_t errlen);
+    rnnt_status (*collect)(void *state, rnnt_result *out, rnnt_timing *timing, char *err, size_t errlen);
 } rnnt_backend_ops;
 
 /* The CPU frontend's tables (frontend.c), for a backend that runs the same frontend elsewhere: the

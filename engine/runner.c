@@ -95,6 +95,14 @@ int rnnt_fault_hit(const char *name)
 /* OpenBLAS's own thread-count setter (not part of CBLAS). */
 void openblas_set_num_threads(int num_threads);
 
+/* A batch submitted and not yet collected: its results (the arrays sized at submit), and on the CPU,
+ * which decodes at submit, its timing. */
+typedef struct {
+    int n;
+    rnnt_result *res; /* [max_batch], made on the first submit into this slot */
+    rnnt_timing timing;
+} runner_batch;
+
 struct rnnt_runner {
     const struct rnnt_model *m;
     rnnt_runner_params p;
@@ -102,6 +110,8 @@ struct rnnt_runner {
     void *state;
     rnnt_frontend *fe;   /* the CPU frontend of rnnt_runner_decode_audio, made on its first call */
     int *audio_frames;   /* [max_batch] frames of each utterance of an audio batch */
+    runner_batch pend[RNNT_RUNNER_MAX_PENDING]; /* the pending batches, oldest at pend_head */
+    int pend_head, n_pend;
 };
 
 #define MAX_FRAMES_LIMIT 10000000
@@ -208,13 +218,18 @@ rnnt_status rnnt_runner_create(const rnnt_model *m, const rnnt_runner_params *p,
 
 void rnnt_runner_trim(rnnt_runner *r)
 {
-    if (r && r->ops == &rnnt_backend_cpu) rnnt_cpu_trim(r->state);
+    if (r && r->n_pend == 0 && r->ops == &rnnt_backend_cpu) rnnt_cpu_trim(r->state);
 }
 
 void rnnt_runner_free(rnnt_runner *r)
 {
     if (!r) return;
-    r->ops->destroy(r->state);
+    r->ops->destroy(r->state); /* waits for whatever still runs on the device */
+    for (int i = 0; i < RNNT_RUNNER_MAX_PENDING; i++) {
+        if (!r->pend[i].res) continue;
+        for (int b = 0; b < r->p.max_batch; b++) rnnt_result_clear(&r->pend[i].res[b]); /* uncollected results */
+        free(r->pend[i].res);
+    }
     rnnt_frontend_free(r->fe);
     free(r->audio_frames);
     free(r);
@@ -243,11 +258,18 @@ void rnnt_result_clear(rnnt_result *res)
 
 static rnnt_status alloc_results(rnnt_runner *r, int n, const int *frames, rnnt_result *results, char *err, size_t errlen);
 static rnnt_status finish_results(rnnt_runner *r, int n, rnnt_status st, rnnt_result *results, char *err, size_t errlen);
-static rnnt_status decode_per_feature(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing,
-                                      char *err, size_t errlen);
 
-rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing, char *err,
-                               size_t errlen)
+/* Every runner call but submit/collect (and the read-only ones) while batches are pending. */
+static rnnt_status refuse_if_pending(const rnnt_runner *r, char *err, size_t errlen)
+{
+    if (r->n_pend == 0) return RNNT_OK;
+    return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%d batch%s submitted and not collected: collect first", r->n_pend,
+                        r->n_pend > 1 ? "es" : "");
+}
+
+/* The checks of a batch of features (sizes, pointers, finite values), shared by decode and submit. */
+static rnnt_status check_inputs(const rnnt_runner *r, int n, const rnnt_input *inputs, const void *results, char *err,
+                                size_t errlen)
 {
     const struct rnnt_model *m = r->m;
     if (n < 1 || n > r->p.max_batch)
@@ -266,50 +288,129 @@ rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, 
             return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "utterance %d: non-finite feature at frame %zu, feature %zu", b,
                                 bad / m->feature_dim, bad % m->feature_dim);
     }
+    return RNNT_OK;
+}
+
+/* Results sized for a checked batch's utterances. */
+static rnnt_status alloc_batch_results(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, char *err, size_t errlen)
+{
     int *frames = malloc(sizeof(int) * (size_t)n);
     if (!frames) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
     for (int b = 0; b < n; b++) frames[b] = inputs[b].frames;
     rnnt_status st = alloc_results(r, n, frames, results, err, errlen);
     free(frames);
-    if (st) return st;
-    if (m->fe.normalize >= RNNT_NORM_PER_FEATURE) return decode_per_feature(r, n, inputs, results, timing, err, errlen);
-    if (m->stacking_drop) {
-        /* stacking_tail: drop: the backends see whole groups of frame_stacking frames only */
-        rnnt_input *cut = malloc(sizeof *cut * (size_t)n);
-        if (!cut) return finish_results(r, n, rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory"), results, err, errlen);
-        for (int b = 0; b < n; b++) {
-            cut[b] = inputs[b];
-            cut[b].frames = inputs[b].frames / m->stacking * m->stacking;
+    return st;
+}
+
+/* The inputs the backend sees: with normalize: per_feature each utterance normalised (feature_norm.c)
+ * into a copy padded to whole stacks (the backend sees no normalisation: the model has no mean/std);
+ * with stacking_tail: drop whole groups of frame_stacking frames only; else the caller's own.
+ * *out: NULL when the caller's inputs are used as they are; else give it back with free_prepared. */
+static rnnt_status prepare_inputs(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_input **out, char *err, size_t errlen)
+{
+    const struct rnnt_model *m = r->m;
+    *out = NULL;
+    int per_feature = m->fe.normalize >= RNNT_NORM_PER_FEATURE;
+    if (!per_feature && !m->stacking_drop) return RNNT_OK;
+    rnnt_input *x = calloc((size_t)n, sizeof *x);
+    if (!x) return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    rnnt_status st = RNNT_OK;
+    for (int b = 0; b < n && !st; b++) {
+        if (!per_feature) {
+            x[b] = inputs[b];
+            x[b].frames = inputs[b].frames / m->stacking * m->stacking;
+            continue;
         }
-        st = r->ops->decode(r->state, n, cut, results, timing, err, errlen);
-        free(cut);
-        return finish_results(r, n, st, results, err, errlen);
+        float *y;
+        st = rnnt_feature_norm_per_feature(m, inputs[b].features, inputs[b].frames, &y, &x[b].frames, err, errlen);
+        x[b].features = y;
+        if (m->stacking_drop) x[b].frames = inputs[b].frames / m->stacking * m->stacking; /* after the statistics */
+        x[b].finite_checked = 1; /* checked above; a non-finite joint output still fails its utterance */
+        if (!st && x[b].frames > r->p.max_frames)
+            st = rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "utterance %d: %d frames padded to whole stacks of %d are %d, the runner takes at most %d",
+                              b, inputs[b].frames, m->stacking, x[b].frames, r->p.max_frames);
     }
-    st = r->ops->decode(r->state, n, inputs, results, timing, err, errlen);
+    *out = x;
+    return st;
+}
+
+static void free_prepared(const rnnt_runner *r, int n, rnnt_input *x)
+{
+    if (!x) return;
+    if (r->m->fe.normalize >= RNNT_NORM_PER_FEATURE)
+        for (int b = 0; b < n; b++) free((void *)x[b].features);
+    free(x);
+}
+
+rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing, char *err,
+                               size_t errlen)
+{
+    rnnt_status st = refuse_if_pending(r, err, errlen);
+    if (!st) st = check_inputs(r, n, inputs, results, err, errlen);
+    if (!st) st = alloc_batch_results(r, n, inputs, results, err, errlen);
+    if (st) return st;
+    rnnt_input *x;
+    st = prepare_inputs(r, n, inputs, &x, err, errlen);
+    if (!st) st = r->ops->decode(r->state, n, x ? x : inputs, results, timing, err, errlen);
+    free_prepared(r, n, x);
     return finish_results(r, n, st, results, err, errlen);
 }
 
-/* normalize: per_feature: each utterance's features normalised (feature_norm.c) into a copy padded to
- * whole stacks, then the backend as usual (it sees no normalisation: the model has no mean/std). */
-static rnnt_status decode_per_feature(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results, rnnt_timing *timing,
-                                      char *err, size_t errlen)
+/* ---- asynchronous batches (rnnt.h: rnnt_runner_submit / rnnt_runner_collect) ---- */
+
+int rnnt_runner_pending(const rnnt_runner *r) { return r ? r->n_pend : 0; }
+int rnnt_runner_overlaps(const rnnt_runner *r) { return r && r->ops->submit != NULL; }
+
+rnnt_status rnnt_runner_submit(rnnt_runner *r, int n, const rnnt_input *inputs, char *err, size_t errlen)
 {
-    rnnt_input *norm = calloc((size_t)n, sizeof *norm);
-    rnnt_status st = norm ? RNNT_OK : rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
-    for (int b = 0; b < n && !st; b++) {
-        float *y;
-        st = rnnt_feature_norm_per_feature(r->m, inputs[b].features, inputs[b].frames, &y, &norm[b].frames, err, errlen);
-        norm[b].features = y;
-        if (r->m->stacking_drop) norm[b].frames = inputs[b].frames / r->m->stacking * r->m->stacking; /* after the statistics */
-        norm[b].finite_checked = 1; /* checked above; a non-finite joint output still fails its utterance */
-        if (!st && norm[b].frames > r->p.max_frames)
-            st = rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "utterance %d: %d frames padded to whole stacks of %d are %d, the runner takes at most %d",
-                              b, inputs[b].frames, r->m->stacking, norm[b].frames, r->p.max_frames);
+    if (r->n_pend == RNNT_RUNNER_MAX_PENDING)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "%d batches submitted and not collected: collect one first",
+                            RNNT_RUNNER_MAX_PENDING);
+    runner_batch *q = &r->pend[(r->pend_head + r->n_pend) % RNNT_RUNNER_MAX_PENDING];
+    if (!q->res && !(q->res = calloc((size_t)r->p.max_batch, sizeof *q->res)))
+        return rnnt_set_err(err, errlen, RNNT_ERR_NOMEM, "out of memory");
+    rnnt_status st = check_inputs(r, n, inputs, q->res, err, errlen);
+    if (!st) st = alloc_batch_results(r, n, inputs, q->res, err, errlen);
+    if (st) return st;
+    rnnt_input *x;
+    st = prepare_inputs(r, n, inputs, &x, err, errlen);
+    memset(&q->timing, 0, sizeof q->timing);
+    if (!st) {
+        /* the CPU decodes now: the batch waits, decoded, for its collect */
+        st = r->ops->submit ? r->ops->submit(r->state, n, x ? x : inputs, err, errlen)
+                            : r->ops->decode(r->state, n, x ? x : inputs, q->res, &q->timing, err, errlen);
     }
-    if (!st) st = r->ops->decode(r->state, n, norm, results, timing, err, errlen);
-    for (int b = 0; norm && b < n; b++) free((void *)norm[b].features);
-    free(norm);
-    return finish_results(r, n, st, results, err, errlen);
+    free_prepared(r, n, x);
+    if (st) {
+        for (int b = 0; b < n; b++) rnnt_result_clear(&q->res[b]);
+        return st;
+    }
+    q->n = n;
+    r->n_pend++;
+    return RNNT_OK;
+}
+
+rnnt_status rnnt_runner_collect(rnnt_runner *r, rnnt_result *results, int *n_out, rnnt_timing *timing, char *err, size_t errlen)
+{
+    if (n_out) *n_out = 0;
+    if (r->n_pend == 0) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no batch submitted and not collected");
+    if (!results) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no results given");
+    runner_batch *q = &r->pend[r->pend_head];
+    int n = q->n;
+    rnnt_timing tm = q->timing;
+    rnnt_status st = r->ops->collect ? r->ops->collect(r->state, q->res, &tm, err, errlen) : RNNT_OK;
+    r->pend_head = (r->pend_head + 1) % RNNT_RUNNER_MAX_PENDING;
+    r->n_pend--;
+    st = finish_results(r, n, st, q->res, err, errlen);
+    for (int b = 0; b < n; b++) {
+        rnnt_result_clear(&results[b]);
+        if (!st) results[b] = q->res[b]; /* the caller owns the arrays now */
+        memset(&q->res[b], 0, sizeof q->res[b]);
+    }
+    if (st) return st;
+    if (timing) *timing = tm;
+    if (n_out) *n_out = n;
+    return RNNT_OK;
 }
 
 /* Sizes each result's arrays for its utterance's frames (the backends fill them). */
@@ -420,6 +521,8 @@ rnnt_status rnnt_runner_decode_audio(rnnt_runner *r, int n, const rnnt_audio_inp
                                      double *frontend_s, char *err, size_t errlen)
 {
     if (frontend_s) *frontend_s = 0;
+    rnnt_status pst = refuse_if_pending(r, err, errlen);
+    if (pst) return pst;
     if (n < 1 || n > r->p.max_batch)
         return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%d utterances in one batch, the runner takes 1 to %d", n, r->p.max_batch);
     if (!inputs || !results) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no inputs or results given");

@@ -219,6 +219,8 @@ void rnnt_stream_drop_frames(rnnt_stream *s, int frames)
 rnnt_status rnnt_runner_advance_streams(rnnt_runner *r, int n, rnnt_stream *const *streams, rnnt_timing *timing, char *err, size_t errlen)
 {
     if (!r || !streams) return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "no runner or streams given");
+    if (rnnt_runner_pending(r) > 0)
+        return rnnt_set_err(err, errlen, RNNT_ERR_INVALID, "batches submitted and not collected: collect first");
     const rnnt_runner_params *p = rnnt_runner_get_params(r);
     if (n < 1 || n > p->max_batch)
         return rnnt_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "%d streams in one batch, the runner takes 1 to %d", n, p->max_batch);

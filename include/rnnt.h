@@ -6,7 +6,9 @@
  *                so any number of threads and runners may share one.
  *   rnnt_runner  a backend (CPU or CUDA) bound to a model, with all scratch memory for up to
  *                max_batch utterances of up to max_frames frames allocated at creation. One thread at a
- *                time per runner; use one runner per worker thread.
+ *                time per runner; use one runner per worker thread. It holds the batches submitted and
+ *                not yet collected (rnnt_runner_submit, at most RNNT_RUNNER_MAX_PENDING) and their
+ *                results until rnnt_runner_collect hands them over.
  *   rnnt_result  the decoding of one utterance (tokens, frames, text); owned by the caller, released
  *                with rnnt_result_clear().
  *   rnnt_frontend / rnnt_frontend_stream  PCM -> features (below): one frontend per model, shared by
@@ -165,6 +167,32 @@ typedef struct {
 RNNT_API rnnt_status rnnt_runner_decode(rnnt_runner *r, int n, const rnnt_input *inputs, rnnt_result *results,
                                         rnnt_timing *timing, char *err, size_t errlen);
 RNNT_API void rnnt_result_clear(rnnt_result *res);
+
+/* Asynchronous batches: a thread that keeps two batches in flight on one runner hides the host work of
+ * one under the device work of the other (on CUDA: batch k + 1 is copied into pinned memory, by the
+ * calling thread and the staging helpers, and its upload queued, while batch k runs on the GPU).
+ *
+ *   rnnt_runner_submit(r, n0, in0, ...);                 // in0 may be freed or reused on return
+ *   rnnt_runner_submit(r, n1, in1, ...);                 // staged while batch 0 runs
+ *   rnnt_runner_collect(r, res0, &n, &timing, ...);      // batch 0's results; batch 1 starts
+ *   rnnt_runner_submit(r, n2, in2, ...); rnnt_runner_collect(r, res1, ...); ...
+ *
+ * submit checks the batch as rnnt_runner_decode does, copies what it needs and returns; on an error
+ * nothing is pending. At most RNNT_RUNNER_MAX_PENDING batches are submitted and not collected (another
+ * submit is RNNT_ERR_INVALID). collect waits for the oldest pending batch and hands over its results:
+ * results[0..n) (zeroed or cleared beforehand, room for that batch's n), *n_out = n (may be NULL); the
+ * batch is collected whatever the outcome, and its outcome, results and timing (total_s: from submit
+ * to collect) are those rnnt_runner_decode gives the same batch. Batches come back in submission order.
+ * While a batch is pending the runner's other decoding calls (decode, decode_audio, advance_streams)
+ * are refused with RNNT_ERR_INVALID; rnnt_runner_free drops uncollected batches. The CPU backend decodes
+ * at submit (rnnt_runner_overlaps says 0). Same thread rule as every runner call: one thread at a
+ * time per runner, so submit and collect may come from different threads only in turn. */
+#define RNNT_RUNNER_MAX_PENDING 2
+RNNT_API rnnt_status rnnt_runner_submit(rnnt_runner *r, int n, const rnnt_input *inputs, char *err, size_t errlen);
+RNNT_API rnnt_status rnnt_runner_collect(rnnt_runner *r, rnnt_result *results, int *n_out, rnnt_timing *timing, char *err,
+                                         size_t errlen);
+RNNT_API int rnnt_runner_pending(const rnnt_runner *r);  /* batches submitted and not collected */
+RNNT_API int rnnt_runner_overlaps(const rnnt_runner *r); /* 1: submit returns before the batch is decoded */
 
 /* One emitted token of a result as a client shows it (rnnt_result_token). rnnt_result.text is the
  * whole text already (tokens.txt rules, rnnt_model_detokenize); rnnt_words.h groups tokens into words. */

@@ -9,7 +9,10 @@
  *   RNNT_CUDA_GRAPHS=0       launch the encoder's kernels directly instead of replaying graphs
  *   RNNT_CUDA_PERSIST=0|1    the persistent recurrence kernel (cu_persist.h) off, or on for every fp16
  *                            runner of max_batch <= 64 (CU_PERSIST_MAX_B); default: on for fp16 runners
- *                            of max_batch <= 32 (CU_PERSIST_AUTO_MAX_B), where it measured faster
+ *                            of max_batch <= 16 (CU_PERSIST_AUTO_MAX_B), where it measured faster
+ *   RNNT_CUDA_LSTREAMS=0|1   the encoder layers as a wavefront over streams (cu_encoder.h lstreams) off, or on
+ *                            wherever every layer is per-step; default: runners of max_batch >= 24 (fp16: chunks
+ *                            of 16 steps, RNNT_CUDA_LSTREAM_CHUNK=rin for the per-step path's bits; fp32: those bits)
  *   RNNT_CUDA_MMA_STEP=1     per-step fp16 layers: each recurrent step one tensor-core kernel with the cell in
  *                            its epilogue (cu_mma_step.h) instead of a cuBLAS GEMM + the cell kernel (read
  *                            by cu_encoder_create; off by default)
@@ -64,6 +67,17 @@ double cu_now_s(void)
 
 const size_t kBlasWorkspace = 32u << 20;
 
+/* A batch submitted and not yet collected (submit/collect): its size and encoder frames, and the
+ * outcome of a launch that failed inside the previous batch's collect. */
+#define CU_PENDING_MAX 2
+struct cu_pending {
+    int n;
+    int *t_enc; /* [max_batch] */
+    double t_host;
+    rnnt_status failed;
+    char err[256];
+};
+
 struct cu_backend {
     const struct rnnt_model *m;
     rnnt_runner_params p;
@@ -83,6 +97,9 @@ struct cu_backend {
     cu_audio_fe *fe;  /* the GPU frontend, made on the first audio batch */
     cu_streams *streams; /* stream states and buffers (cu_stream.h), made on the first advance */
     int fe_unsupported; /* the model's frontend cannot run on the GPU: the runner uses the CPU's */
+    cu_dec_profile prof; /* of the last launch */
+    cu_pending pend[CU_PENDING_MAX];
+    int pend_head, n_pend; /* the oldest pending batch (launched), and how many */
 };
 
 void destroy(void *state)
@@ -105,6 +122,7 @@ void destroy(void *state)
     if (b->s) cudaStreamDestroy(b->s);
     free(b->feats);
     free(b->frames);
+    for (int i = 0; i < CU_PENDING_MAX; i++) free(b->pend[i].t_enc);
     free(b);
 }
 
@@ -177,7 +195,9 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     if (dg && atoi(dg) > 0) cu_decoder_set_group(b->dec, atoi(dg));
     b->feats = (const float **)calloc((size_t)p->max_batch, sizeof(float *));
     b->frames = (int *)calloc((size_t)p->max_batch, sizeof(int));
-    if (!b->feats || !b->frames) return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    for (int i = 0; i < CU_PENDING_MAX; i++) b->pend[i].t_enc = (int *)calloc((size_t)p->max_batch, sizeof(int));
+    if (!b->feats || !b->frames || !b->pend[0].t_enc || !b->pend[1].t_enc)
+        return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
     CU_TRY(cudaStreamSynchronize(b->s));
     return RNNT_OK;
 }
@@ -203,30 +223,9 @@ rnnt_status create(const struct rnnt_model *m, const rnnt_runner_params *p, void
 
 const char *device_name(void *state) { return ((cu_backend *)state)->name; }
 
-rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *timing, double t_host, double *frontend_s,
-                          char *err, size_t errlen);
-
-rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err,
-                   size_t errlen)
-{
-    cu_backend *b = (cu_backend *)state;
-    double t_host = cu_now_s();
-    CU_TRY(cudaSetDevice(b->p.device));
-    cudaGetLastError(); /* clear an error left by someone else's failed call; a sticky one comes back */
-    if (n < 1 || n > b->p.max_batch)
-        return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: batch of %d, runner holds %d", n, b->p.max_batch);
-    for (int i = 0; i < n; i++) {
-        b->feats[i] = in[i].features;
-        b->frames[i] = in[i].frames;
-    }
-    RNNT_TRY(cu_encoder_stage(b->enc, n, b->feats, b->frames, err, errlen));
-    return decode_staged(b, n, out, timing, t_host, NULL, err, errlen);
-}
-
-/* The batch staged (features on their way or being computed on the stream): encoder, decoding,
- * results. */
-rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *timing, double t_host, double *frontend_s,
-                          char *err, size_t errlen)
+/* The staged batch (features on their way or being computed on the stream): encoder, joint
+ * projection and decoding enqueued on the stream, with events between the phases. */
+rnnt_status launch(cu_backend *b, char *err, size_t errlen)
 {
     const cu_encoder_batch *bt = cu_encoder_get_batch(b->enc);
     CU_TRY(cudaEventRecord(b->ev[0], b->s));
@@ -234,18 +233,24 @@ rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *t
     CU_TRY(cudaEventRecord(b->ev[1], b->s));
     RNNT_TRY(cu_encoder_joint_proj(b->enc, err, errlen));
     CU_TRY(cudaEventRecord(b->ev[2], b->s));
-    cu_dec_profile prof;
-    memset(&prof, 0, sizeof prof);
-    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &prof, err,
+    memset(&b->prof, 0, sizeof b->prof);
+    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &b->prof, err,
                             errlen));
     CU_TRY(cudaEventRecord(b->ev[3], b->s));
+    return RNNT_OK;
+}
+
+/* Waits for the launched batch of n utterances (t_enc[i] encoder frames each) and unpacks it. */
+rnnt_status finish(cu_backend *b, int n, const int *t_enc, rnnt_result *out, rnnt_timing *timing, double t_host,
+                   double *frontend_s, char *err, size_t errlen)
+{
     CU_TRY(cudaStreamSynchronize(b->s));
     for (int i = 0; i < n; i++) {
         cu_dec_result r = cu_decoder_result(b->dec, i);
         if (r.status == 2)
             return cu_set_err(err, errlen, RNNT_ERR_DEVICE, "cuda: decoding of utterance %d overran its step bound", i);
         rnnt_result *o = &out[i];
-        o->encoder_frames = bt->t_enc_host[i];
+        o->encoder_frames = t_enc[i];
         o->frames_skipped = r.skipped;
         o->decode_steps = r.steps;
         /* as the CPU backend: a numeric failure keeps the tokens emitted before it (the runner gives it
@@ -265,16 +270,16 @@ rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *t
         CU_TRY(cudaEventElapsedTime(&d_ms, b->ev[2], b->ev[3]));
         timing->encoder_s = e_ms / 1e3;
         if (b->mode == CU_DEC_PROFILE) {
-            timing->joint_s = (j_ms + prof.joint_ms) / 1e3;
-            timing->predictor_s = prof.pred_ms / 1e3;
-            timing->decode_s = prof.update_ms / 1e3;
+            timing->joint_s = (j_ms + b->prof.joint_ms) / 1e3;
+            timing->predictor_s = b->prof.pred_ms / 1e3;
+            timing->decode_s = b->prof.update_ms / 1e3;
         } else {
             /* The fused loop has no seams to time: its whole time is decode_s. */
             timing->joint_s = j_ms / 1e3;
             timing->predictor_s = 0;
             timing->decode_s = d_ms / 1e3;
         }
-        /* host wall time of this call: staging, launches, waiting, unpacking */
+        /* host wall time from the call (submit) to now: staging, launches, waiting, unpacking */
         timing->total_s = cu_now_s() - t_host;
     }
     if (frontend_s) {
@@ -283,6 +288,80 @@ rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *t
         *frontend_s = f_ms / 1e3;
     }
     return RNNT_OK;
+}
+
+rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *timing, double t_host, double *frontend_s,
+                          char *err, size_t errlen)
+{
+    RNNT_TRY(launch(b, err, errlen));
+    return finish(b, n, cu_encoder_get_batch(b->enc)->t_enc_host, out, timing, t_host, frontend_s, err, errlen);
+}
+
+rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err,
+                   size_t errlen)
+{
+    cu_backend *b = (cu_backend *)state;
+    double t_host = cu_now_s();
+    CU_TRY(cudaSetDevice(b->p.device));
+    cudaGetLastError(); /* clear an error left by someone else's failed call; a sticky one comes back */
+    if (n < 1 || n > b->p.max_batch)
+        return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: batch of %d, runner holds %d", n, b->p.max_batch);
+    for (int i = 0; i < n; i++) {
+        b->feats[i] = in[i].features;
+        b->frames[i] = in[i].frames;
+    }
+    RNNT_TRY(cu_encoder_stage(b->enc, n, b->feats, b->frames, err, errlen));
+    return decode_staged(b, n, out, timing, t_host, NULL, err, errlen);
+}
+
+/* Asynchronous batches (backend.h submit/collect). A batch is staged at once: the host copy into the
+ * encoder's pinned buffer (the caller's inputs are not read after that), its raw transfer queued
+ * behind the running batch's encoder and its lengths behind the running batch. Its kernels are
+ * enqueued at once when no batch runs, else by the collect of the running one, which must read the
+ * decoder's results before the next batch's decoder overwrites them. */
+rnnt_status submit(void *state, int n, const rnnt_input *in, char *err, size_t errlen)
+{
+    cu_backend *b = (cu_backend *)state;
+    double t_host = cu_now_s();
+    CU_TRY(cudaSetDevice(b->p.device));
+    cudaGetLastError();
+    if (n < 1 || n > b->p.max_batch)
+        return cu_set_err(err, errlen, RNNT_ERR_TOO_LARGE, "cuda: batch of %d, runner holds %d", n, b->p.max_batch);
+    if (b->n_pend == CU_PENDING_MAX)
+        return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: %d batches pending already", CU_PENDING_MAX);
+    for (int i = 0; i < n; i++) {
+        b->feats[i] = in[i].features;
+        b->frames[i] = in[i].frames;
+    }
+    RNNT_TRY(cu_encoder_stage(b->enc, n, b->feats, b->frames, err, errlen));
+    cu_pending *q = &b->pend[(b->pend_head + b->n_pend) % CU_PENDING_MAX];
+    q->n = n;
+    q->t_host = t_host;
+    q->failed = RNNT_OK;
+    memcpy(q->t_enc, cu_encoder_get_batch(b->enc)->t_enc_host, (size_t)n * sizeof(int));
+    if (b->n_pend == 0) RNNT_TRY(launch(b, err, errlen)); /* on a failure nothing is pending */
+    b->n_pend++;
+    return RNNT_OK;
+}
+
+rnnt_status collect(void *state, rnnt_result *out, rnnt_timing *timing, char *err, size_t errlen)
+{
+    cu_backend *b = (cu_backend *)state;
+    if (b->n_pend == 0) return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: no batch pending");
+    cu_pending *q = &b->pend[b->pend_head];
+    rnnt_status st = q->failed;
+    cudaError_t ce = cudaSetDevice(b->p.device);
+    if (st != RNNT_OK) snprintf(err, errlen, "%s", q->err); /* its launch failed in the collect before */
+    else if (ce != cudaSuccess) st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: %s", cudaGetErrorString(ce));
+    else st = finish(b, q->n, q->t_enc, out, timing, q->t_host, NULL, err, errlen);
+    /* the batch is collected whatever the outcome */
+    b->pend_head = (b->pend_head + 1) % CU_PENDING_MAX;
+    b->n_pend--;
+    if (b->n_pend > 0) { /* the staged batch starts now; a failed launch is its collect's answer */
+        cu_pending *nx = &b->pend[b->pend_head];
+        nx->failed = launch(b, nx->err, sizeof nx->err);
+    }
+    return st;
 }
 
 rnnt_status decode_audio(void *state, int n, const rnnt_audio_input *in, rnnt_result *out, rnnt_timing *timing,
@@ -337,7 +416,8 @@ rnnt_status advance(void *state, int n, struct rnnt_stream *const *st, rnnt_timi
 extern "C" {
 
 extern const rnnt_backend_ops rnnt_backend_cuda;
-const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, advance, decode_audio};
+const rnnt_backend_ops rnnt_backend_cuda = {"cuda", create, destroy, device_name, decode, advance, decode_audio,
+                                            submit, collect};
 
 int rnnt_backend_cuda_device_count(void)
 {

@@ -39,6 +39,22 @@ struct cu_encoder {
     int fused_bt;         /* rows of the fused step kernel, 0 = cuBLAS + cell kernel */
     int mma_step;         /* per-step layers run cu_lstm_mma_step (GEMM + cell in one kernel) */
     void *hs2;            /* the fused and mma steps' second h buffer */
+    /* layer streams (cu_encoder_params.lstreams): per layer l a recurrence stream ls[2l] and a projection
+     * stream ls[2l + 1], each with its own cuBLAS handle and workspace (concurrent GEMMs must not share one;
+     * the size is the backend's, so cuBLAS picks the same kernels as on the runner's handle); per layer its
+     * own h, gates and c, a ring of lring chunk buffers for its input projection (l >= 1) and for its output
+     * (l < n_enc - 1; the last layer writes e->y as the per-step path does) */
+    int lchunk, lring, lev_n, lsms; /* steps per chunk of the last layer (0: off), ring slots, events per kind */
+    int lrows_rin;        /* 1: a chunk's projection in calls of r_in rows (the per-step path's shape: its bits);
+                             0: one call of bcap x (the layer's chunk) rows (no padding rows at the runner's size) */
+    cudaStream_t *ls;
+    cublasHandle_t *lblas;
+    void *lbuf;           /* the buffers above and the workspaces, one allocation (zeroed at create) */
+    size_t lbuf_bytes;
+    cudaEvent_t *lev;     /* [n_enc][2][lev_n] (done, projected), then fork, then [2 n_enc] joins */
+    void **lhs, **lxr, **lyr; /* [n_enc] */
+    float **lhproj, **lc;     /* [n_enc] */
+    size_t *lxr_slot, *lyr_slot; /* [n_enc] elements per ring slot */
     /* device */
     void *arena;
     size_t arena_bytes;
@@ -57,6 +73,12 @@ struct cu_encoder {
     cudaStream_t cs;
     cudaEvent_t ev_in, ev_up;
     int up_recorded;
+    /* ev_raw: the point on s after the last encoder run, which has read the device input (raw); the
+     * next batch's raw transfers wait only for it, so with a batch staged while another runs
+     * (rnnt_runner_submit) they overlap the running batch's decoding; meta, which the decoder reads,
+     * still waits for everything enqueued on s */
+    cudaEvent_t ev_raw;
+    int raw_recorded;
     const float **seg_src; /* [max_batch] */
     size_t *seg_bytes;     /* [max_batch] */
     /* batch */
@@ -80,6 +102,137 @@ int cu_encoder_frames(const cu_weights *w, int frames)
     int t = (frames + w->k - 1) / w->k;
     for (int l = 0; l < w->n_enc; l++) t = (t + w->enc[l].time_stack - 1) / w->enc[l].time_stack;
     return t;
+}
+
+/* Steps per chunk of layer l under layer streams: the last layer's lchunk times the time stacks after l,
+ * so chunk k of every layer feeds chunk k of the next. */
+static int lstream_chunk_of(const cu_encoder *e, int l)
+{
+    int c = e->lchunk;
+    for (int j = l; j + 1 < e->w->n_enc; j++) c *= e->w->enc[j].time_stack;
+    return c;
+}
+/* Rows per projection call of layer l's chunks: fixed per runner (so a row's bits never depend on the batch). */
+static int lstream_rows_of(const cu_encoder *e, int l)
+{
+    return e->lrows_rin ? e->r_in : e->bcap * lstream_chunk_of(e, l);
+}
+
+static const size_t kLstreamWorkspace = 32u << 20; /* the backend's cuBLAS workspace (backend_cuda.cu) */
+enum { kLstreamMaxLayers = 64 };
+
+static void lstreams_free(cu_encoder *e)
+{
+    int n2 = 2 * e->w->n_enc;
+    if (e->ls) {
+        for (int i = 0; i < n2; i++)
+            if (e->ls[i]) cudaStreamSynchronize(e->ls[i]);
+        for (int i = 0; i < n2; i++) {
+            if (e->lblas && e->lblas[i]) cublasDestroy(e->lblas[i]);
+            if (e->ls[i]) cudaStreamDestroy(e->ls[i]);
+        }
+    }
+    if (e->lev) {
+        int ne = e->w->n_enc * 2 * e->lev_n + 1 + n2;
+        for (int i = 0; i < ne; i++)
+            if (e->lev[i]) cudaEventDestroy(e->lev[i]);
+    }
+    if (e->lbuf) cudaFree(e->lbuf);
+    free(e->ls);
+    free(e->lblas);
+    free(e->lev);
+    free(e->lhs);
+    free(e->lxr);
+    free(e->lyr);
+    free(e->lhproj);
+    free(e->lc);
+    free(e->lxr_slot);
+    free(e->lyr_slot);
+    e->ls = NULL;
+    e->lblas = NULL;
+    e->lev = NULL;
+    e->lbuf = NULL;
+}
+
+static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, size_t errlen)
+{
+    const cu_weights *w = e->w;
+    int n = w->n_enc, n2 = 2 * n, ne = n * 2 * e->lev_n + 1 + n2;
+    size_t B = (size_t)e->bcap, esz = cu_dtype_size(w->dt), R = (size_t)e->lring;
+    e->ls = (cudaStream_t *)calloc((size_t)n2, sizeof(cudaStream_t));
+    e->lblas = (cublasHandle_t *)calloc((size_t)n2, sizeof(cublasHandle_t));
+    e->lev = (cudaEvent_t *)calloc((size_t)ne, sizeof(cudaEvent_t));
+    e->lhs = (void **)calloc((size_t)n, sizeof(void *));
+    e->lxr = (void **)calloc((size_t)n, sizeof(void *));
+    e->lyr = (void **)calloc((size_t)n, sizeof(void *));
+    e->lhproj = (float **)calloc((size_t)n, sizeof(float *));
+    e->lc = (float **)calloc((size_t)n, sizeof(float *));
+    e->lxr_slot = (size_t *)calloc((size_t)n, sizeof(size_t));
+    e->lyr_slot = (size_t *)calloc((size_t)n, sizeof(size_t));
+    if (!e->ls || !e->lblas || !e->lev || !e->lhs || !e->lxr || !e->lyr || !e->lhproj || !e->lc || !e->lxr_slot ||
+        !e->lyr_slot)
+        return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    size_t off = 0;
+    size_t *o = (size_t *)calloc((size_t)n * 5, sizeof(size_t));
+    if (!o) return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    for (int l = 0; l < n; l++) {
+        const cu_lstm_w *L = &w->enc[l];
+        size_t cl = (size_t)lstream_chunk_of(e, l);
+        e->lxr_slot[l] = l > 0 ? cu_round_up(B * cl, (size_t)lstream_rows_of(e, l)) * L->g4 : 0;
+        e->lyr_slot[l] = l + 1 < n ? cu_round_up(B * (size_t)lstream_chunk_of(e, l + 1), (size_t)lstream_rows_of(e, l + 1)) *
+                                         w->enc[l + 1].in_w
+                                   : 0;
+        size_t bytes[5] = {rec_rows * L->hp * esz, rec_rows * L->g4 * 4, B * L->hp * 4, R * e->lxr_slot[l] * esz,
+                           R * e->lyr_slot[l] * esz};
+        for (int i = 0; i < 5; i++) {
+            off = cu_round_up(off, 256);
+            o[l * 5 + i] = off;
+            off += bytes[i];
+        }
+    }
+    off = cu_round_up(off, 256);
+    size_t o_ws = off;
+    off += (size_t)n2 * kLstreamWorkspace;
+    e->lbuf_bytes = off;
+    cudaError_t ce = cudaMalloc(&e->lbuf, off);
+    if (ce == cudaSuccess) ce = cudaMemsetAsync(e->lbuf, 0, off, e->s);
+    if (ce != cudaSuccess) {
+        free(o);
+        e->lbuf = NULL;
+        return cu_set_err(err, errlen, cu_status_of(ce), "cuda: allocating %.1f MiB of layer-stream buffers: %s",
+                          off / 1048576.0, cudaGetErrorString(ce));
+    }
+    char *a = (char *)e->lbuf;
+    for (int l = 0; l < n; l++) {
+        e->lhs[l] = a + o[l * 5];
+        e->lhproj[l] = (float *)(a + o[l * 5 + 1]);
+        e->lc[l] = (float *)(a + o[l * 5 + 2]);
+        e->lxr[l] = a + o[l * 5 + 3];
+        e->lyr[l] = a + o[l * 5 + 4];
+    }
+    free(o);
+    /* the recurrences are the critical path; the projections fill the gaps (graph nodes keep the priority) */
+    int prio_lo = 0, prio_hi = 0;
+    CU_TRY(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+    for (int i = 0; i < n2; i++) {
+        CU_TRY(cudaStreamCreateWithPriority(&e->ls[i], cudaStreamNonBlocking, i % 2 ? prio_lo : prio_hi));
+        RNNT_TRY(cu_blas_create(e->ls[i], a + o_ws + (size_t)i * kLstreamWorkspace, kLstreamWorkspace, &e->lblas[i], err,
+                                errlen));
+        /* The recurrent GEMMs chosen for n SMs (cublasSetSmCountTarget), so that those of concurrent layers can
+         * share the GPU: another kernel than the per-step path's, so other bits, but one shape and one kernel per
+         * runner. RNNT_CUDA_LSTREAM_SMS=n (0: cuBLAS's own choice); default 66 up to 64 slots, 33 above (the best
+         * of the sweep in run 2); none in the rin mode. */
+        const char *ce_sms = getenv("RNNT_CUDA_LSTREAM_SMS");
+        int sms = ce_sms ? atoi(ce_sms) : e->lrows_rin ? 0 : e->bcap <= 64 ? 66 : 33;
+        if (i % 2 == 0 && sms > 0) {
+            cublasStatus_t bs = cublasSetSmCountTarget(e->lblas[i], sms);
+            if (bs != CUBLAS_STATUS_SUCCESS)
+                return cu_set_err(err, errlen, cu_status_of_blas(bs), "cublas: SM count target: %s", cu_blas_str(bs));
+            e->lsms = sms;
+        }
+    }
+    for (int i = 0; i < ne; i++) CU_TRY(cudaEventCreateWithFlags(&e->lev[i], cudaEventDisableTiming));
+    return RNNT_OK;
 }
 
 rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHandle_t blas,
@@ -164,6 +317,34 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
         want_mma = env ? atoi(env) : 0;
     }
     e->mma_step = want_mma > 0 && w->dt == CU_F16 && !e->fused_bt && e->n_persist < w->n_enc;
+    /* The layers as a wavefront over streams (p->lstreams > 0; when it is 0, RNNT_CUDA_LSTREAMS=1 / 0 on / off,
+     * else on for runners of max_batch >= CU_LSTREAMS_AUTO_MIN_B, where it measured faster than the per-step
+     * graph: kernels/dev/NOTES.md, "Layers as a wavefront over streams"): only where every layer is a plain
+     * per-step layer whose input is the previous layer's (time-stacked) h. */
+    int want_ls = p->lstreams > 0;
+    if (p->lstreams == 0) {
+        const char *env = getenv("RNNT_CUDA_LSTREAMS");
+        want_ls = env ? atoi(env) > 0 : e->bcap >= CU_LSTREAMS_AUTO_MIN_B && !p->fused;
+    }
+    int ls_ok = want_ls && w->n_enc >= 2 && w->n_enc <= kLstreamMaxLayers && e->n_persist == 0 && !e->fused_bt && !e->mma_step;
+    for (int l = 0; ls_ok && l < w->n_enc; l++) {
+        const cu_lstm_w *L = &w->enc[l];
+        if (L->proj || L->ln_w || L->ow != L->hp) ls_ok = 0;
+        if (l + 1 < w->n_enc && w->enc[l + 1].in_w != L->time_stack * L->hp) ls_ok = 0;
+    }
+    if (ls_ok) {
+        const char *ce_chunk = getenv("RNNT_CUDA_LSTREAM_CHUNK"), *ce_ring = getenv("RNNT_CUDA_LSTREAM_RING");
+        /* RNNT_CUDA_LSTREAM_CHUNK=C: C steps per chunk, projections in calls of one chunk (the fp16 default, C 16:
+         * the best or within 3% of it from B 24 to 256 in the sweep of run 2); =rin (the fp32 default): a chunk
+         * of one r_in call at the runner's max_batch, in calls of r_in rows, and cuBLAS's own kernels: the
+         * per-step path's bits, which are also the streams' (cu_stream.h), so fp32 streams keep decoding as whole
+         * utterances do */
+        e->lrows_rin = ce_chunk ? !strcmp(ce_chunk, "rin") : w->dt != CU_F16;
+        e->lchunk = e->lrows_rin ? (e->r_in / e->bcap > 1 ? e->r_in / e->bcap : 1)
+                                 : ce_chunk && atoi(ce_chunk) > 0 ? atoi(ce_chunk) : CU_LSTREAM_CHUNK_DEFAULT;
+        e->lring = ce_ring && atoi(ce_ring) > 0 ? atoi(ce_ring) : 2;
+        e->lev_n = e->lring + 1;
+    }
     size_t hb_bytes = e->n_persist ? cu_persist_scratch_bytes(e->bcap, hpmax) : 0;
     /* Pairs of consecutive persistent layers of one size as a layer wavefront (p->wave > 0, or
      * RNNT_CUDA_WAVE=1 when p->wave is 0): layer l + 1 computes its input projection in chunks inside the
@@ -248,11 +429,13 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     ce = cudaStreamCreateWithFlags(&e->cs, cudaStreamNonBlocking);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_in, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_raw, cudaEventDisableTiming);
     if (ce != cudaSuccess)
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
     if (st == RNNT_OK)
         st = cu_stager_create(p->stage_helpers == 0 ? -1 : p->stage_helpers < 0 ? 0 : p->stage_helpers, p->stage_chunk,
                               &e->stager, err, errlen);
+    if (st == RNNT_OK && e->lchunk) st = lstreams_create(e, rec_rows, err, errlen);
     if (st != RNNT_OK) {
         cu_encoder_free(e);
         return st;
@@ -265,9 +448,11 @@ void cu_encoder_free(cu_encoder *e)
 {
     if (!e) return;
     if (e->cs) cudaStreamSynchronize(e->cs); /* transfers still reading the pinned buffer */
+    lstreams_free(e);
     cu_stager_free(e->stager);
     for (int i = 0; i < e->cache_n; i++) cudaGraphExecDestroy(e->cache[i].exec);
     if (e->ev_in) cudaEventDestroy(e->ev_in);
+    if (e->ev_raw) cudaEventDestroy(e->ev_raw);
     if (e->ev_up) cudaEventDestroy(e->ev_up);
     if (e->cs) cudaStreamDestroy(e->cs);
     if (e->arena) cudaFree(e->arena);
@@ -320,14 +505,20 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     for (int l = 0; l < w->n_enc; l++) t_enc /= w->enc[l].time_stack;
     e->h_meta[0] = t_enc;
     e->raw_used = used;
-    /* Transfers on cs, after everything enqueued on s so far (it may still read the device input);
-     * meta first, then raw chunk by chunk as the host copy finishes them. */
+    /* Transfers on cs: raw chunk by chunk as the host copy finishes them, once the last encoder run
+     * has read the device input (ev_raw); then meta, after everything enqueued on s so far (a running
+     * batch's decoder reads its lengths until it ends). */
+    rnnt_status st = RNNT_OK;
+    if (feats) {
+        if (!e->raw_recorded) CU_TRY(cudaEventRecord(e->ev_raw, e->s));
+        e->raw_recorded = 1;
+        CU_TRY(cudaStreamWaitEvent(e->cs, e->ev_raw, 0));
+        st = cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw, e->raw, e->cs, err,
+                            errlen);
+    }
     CU_TRY(cudaEventRecord(e->ev_in, e->s));
     CU_TRY(cudaStreamWaitEvent(e->cs, e->ev_in, 0));
     CU_TRY(cudaMemcpyAsync(e->meta, e->h_meta, e->meta_ints * 4, cudaMemcpyHostToDevice, e->cs));
-    rnnt_status st = feats ? cu_stager_copy(e->stager, n, (const void *const *)e->seg_src, e->seg_bytes, e->h_raw,
-                                            e->raw, e->cs, err, errlen)
-                           : RNNT_OK;
     CU_TRY(cudaEventRecord(e->ev_up, e->cs));
     e->up_recorded = 1;
     RNNT_TRY(st);
@@ -344,6 +535,77 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
     return RNNT_OK;
 }
 
+/* The layers as a wavefront over streams (cu_encoder_params.lstreams), after the frontend. Layer l runs its
+ * steps on ls[2l]; its input projection (l >= 1) runs on ls[2l + 1] one chunk of time at a time, as soon as
+ * layer l - 1 has written that chunk into its output ring, so layer l + 1 trails layer l by about a chunk and
+ * all recurrences run at once. The kernels and GEMM calls are the per-step path's (the all-steps GEMM in
+ * calls of r_in rows, the recurrent GEMM in calls of r_rec rows), only the rows of a chunk's projection are
+ * [slot][chunk step] of a ring slot instead of [slot][step] of the whole bucket: the same bits. Events,
+ * per layer and ring position (lev_n = lring + 1 of each, so a wait never sees a later record): done[l][k]
+ * (layer l has written its output of chunk k), proj[l][k] (layer l's projection of chunk k is written). */
+static rnnt_status enqueue_lstreams(cu_encoder *e, int nb, int tb, char *err, size_t errlen)
+{
+    const cu_weights *w = e->w;
+    int n = w->n_enc, E = e->lev_n, R = e->lring;
+    size_t esz = cu_dtype_size(w->dt);
+    cudaEvent_t *done = e->lev, *proj = e->lev + (size_t)n * E, fork = e->lev[(size_t)n * 2 * E],
+                *join = e->lev + (size_t)n * 2 * E + 1;
+    int T[kLstreamMaxLayers] = {0}, C[kLstreamMaxLayers] = {0};
+    T[0] = tb / w->k;
+    for (int l = 0; l < n; l++) {
+        C[l] = lstream_chunk_of(e, l);
+        if (l + 1 < n) T[l + 1] = T[l] / w->enc[l].time_stack;
+    }
+    int K = cu_div_up(T[n - 1], C[n - 1]);
+    CU_TRY(cudaEventRecord(fork, e->s));
+    for (int i = 0; i < 2 * n; i++) CU_TRY(cudaStreamWaitEvent(e->ls[i], fork, 0));
+    /* layer 0's input is the whole bucket from the start: one all-steps projection, as the per-step path */
+    const cu_lstm_w *L0 = &w->enc[0];
+    RNNT_TRY(cu_gemm_rows(e->lblas[0], w->dt, nb * T[0], 4 * L0->hidden, L0->in_w, e->x0, L0->in_w, L0->w_ih, L0->in_w,
+                          e->xproj, 0, L0->g4, e->r_in, err, errlen));
+    for (int k = 0; k < K; k++)
+        for (int l = 0; l < n; l++) {
+            const cu_lstm_w *L = &w->enc[l];
+            cudaStream_t S = e->ls[2 * l], P = e->ls[2 * l + 1];
+            int slot = k % R, H = L->hidden;
+            char *xr = (char *)e->lxr[l] + (size_t)slot * e->lxr_slot[l] * esz;
+            char *yr = (char *)e->lyr[l] + (size_t)slot * e->lyr_slot[l] * esz;
+            if (l > 0) {
+                /* chunk k of layer l - 1 is written; ring slot k % R of this layer's projection is free once
+                 * this layer has run chunk k - R */
+                const char *yin = (const char *)e->lyr[l - 1] + (size_t)slot * e->lyr_slot[l - 1] * esz;
+                CU_TRY(cudaStreamWaitEvent(P, done[(size_t)(l - 1) * E + k % E], 0));
+                if (k >= R) CU_TRY(cudaStreamWaitEvent(P, done[(size_t)l * E + (k - R) % E], 0));
+                RNNT_TRY(cu_gemm_rows(e->lblas[2 * l + 1], w->dt, nb * C[l], 4 * H, L->in_w, yin, L->in_w, L->w_ih,
+                                      L->in_w, xr, 0, L->g4, lstream_rows_of(e, l), err, errlen));
+                CU_TRY(cudaEventRecord(proj[(size_t)l * E + k % E], P));
+                CU_TRY(cudaStreamWaitEvent(S, proj[(size_t)l * E + k % E], 0));
+            }
+            /* the output ring slot is free once layer l + 1 has projected chunk k - R */
+            if (l + 1 < n && k >= R) CU_TRY(cudaStreamWaitEvent(S, proj[(size_t)(l + 1) * E + (k - R) % E], 0));
+            const int *len = meta_lens(e, e->meta, l);
+            int t1 = (k + 1) * C[l] < T[l] ? (k + 1) * C[l] : T[l];
+            for (int t = k * C[l]; t < t1; t++) {
+                int tc = t - k * C[l];
+                const char *xt = l == 0 ? (const char *)e->xproj + (size_t)t * L->g4 * esz : xr + (size_t)tc * L->g4 * esz;
+                size_t ldx = l == 0 ? (size_t)T[0] * L->g4 : (size_t)C[l] * L->g4;
+                char *yt = l + 1 == n ? (char *)e->y[l & 1] + (size_t)t * L->hp * esz : yr + (size_t)tc * L->hp * esz;
+                size_t ldy = l + 1 == n ? (size_t)T[l] * L->hp : (size_t)C[l] * L->hp;
+                if (t > 0)
+                    RNNT_TRY(cu_gemm_rows(e->lblas[2 * l], w->dt, nb, 4 * H, L->hp, e->lhs[l], L->hp, L->w_hh, L->hp,
+                                          e->lhproj[l], 1, L->g4, e->r_rec, err, errlen));
+                RNNT_TRY(cu_lstm_pointwise(S, w->dt, w->act, nb, H, L->hp, xt, ldx, t > 0 ? e->lhproj[l] : NULL, L->g4,
+                                           L->bias, e->lc[l], L->hp, yt, ldy, e->lhs[l], L->hp, len, t, err, errlen));
+            }
+            CU_TRY(cudaEventRecord(done[(size_t)l * E + k % E], S));
+        }
+    for (int i = 0; i < 2 * n; i++) {
+        CU_TRY(cudaEventRecord(join[i], e->ls[i]));
+        CU_TRY(cudaStreamWaitEvent(e->s, join[i], 0));
+    }
+    return RNNT_OK;
+}
+
 /* Everything of one bucket, enqueued on the stream (captured into a graph or launched directly). */
 static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, size_t errlen)
 {
@@ -351,6 +613,7 @@ static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, siz
     size_t esz = cu_dtype_size(w->dt);
     RNNT_TRY(cu_frontend(e->s, w->dt, nb, tb, w->F, w->fp, e->raw, meta_off(e, e->meta), meta_frames(e, e->meta),
                          w->mean, w->sd, e->x0, err, errlen));
+    if (e->lchunk) return enqueue_lstreams(e, nb, tb, err, errlen);
     const void *in = e->x0;
     int T = tb / w->k;
     for (int l = 0; l < w->n_enc; l++) {
@@ -523,7 +786,20 @@ rnnt_status cu_encoder_upload(cu_encoder *e, char *err, size_t errlen)
     return RNNT_OK;
 }
 
+static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen);
+
 rnnt_status cu_encoder_compute(cu_encoder *e, char *err, size_t errlen)
+{
+    rnnt_status st = compute_batch(e, err, errlen);
+    /* after it the device input has been read (cu_encoder_stage); recorded after a failure too */
+    cudaError_t ce = cudaEventRecord(e->ev_raw, e->s);
+    e->raw_recorded = ce == cudaSuccess;
+    if (st == RNNT_OK && ce != cudaSuccess)
+        return cu_set_err(err, errlen, cu_status_of(ce), "cuda: %s", cudaGetErrorString(ce));
+    return st;
+}
+
+static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen)
 {
     const cu_encoder_batch *b = &e->batch;
     e->batch.graphs_on = 0;
@@ -568,7 +844,7 @@ void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec)
     *r_rec = e->r_rec;
 }
 float *cu_encoder_raw_dev(const cu_encoder *e) { return e->raw; }
-size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes; }
+size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes + e->lbuf_bytes; }
 const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
 int cu_encoder_wave_pairs(const cu_encoder *e) { return e->n_wave; }
@@ -576,3 +852,6 @@ int cu_encoder_fused_steps(const cu_encoder *e) { return e->fused_bt > 0; }
 int cu_encoder_mma_steps(const cu_encoder *e) { return e->mma_step; }
 int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }
 size_t cu_encoder_stage_chunk(const cu_encoder *e) { return cu_stager_chunk(e->stager); }
+int cu_encoder_lstream_chunk(const cu_encoder *e) { return e->lchunk; }
+int cu_encoder_lstream_same_bits(const cu_encoder *e) { return e->lchunk && e->lrows_rin && !e->lsms; }
+int cu_encoder_lstream_sms(const cu_encoder *e) { return e->lsms; }

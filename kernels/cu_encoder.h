@@ -14,6 +14,11 @@
 
 #include "cu_weights.h"
 
+/* Runners of at least this many slots (above CU_PERSIST_AUTO_MAX_B) run their per-step layers as a wavefront
+ * over streams by default, in chunks of CU_LSTREAM_CHUNK_DEFAULT steps of the last layer. */
+#define CU_LSTREAMS_AUTO_MIN_B 24
+#define CU_LSTREAM_CHUNK_DEFAULT 16
+
 typedef struct {
     int max_batch, max_frames;
     int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
@@ -31,6 +36,15 @@ typedef struct {
                         tensor-core kernel with the cell in its epilogue (cu_mma_step.h) instead of a cuBLAS
                         GEMM + the cell kernel; -1 never; 0 (default): as the environment's
                         RNNT_CUDA_MMA_STEP=1 says, else off (slower at H = 1024 on the H100). Per encoder. */
+    int lstreams;    /* 1: when every layer takes the plain per-step path (no persistent kernel, fused or mma
+                        steps, projection or LayerNorm), the layers run as a wavefront over streams: layer l
+                        on its own stream (and its input projection on another, chunk by chunk of time, as
+                        soon as layer l - 1 has written the chunk), so the recurrences of all layers overlap.
+                        The per-step path's kernels; its GEMM shapes and bits in fp32 and with
+                        RNNT_CUDA_LSTREAM_CHUNK=rin (fp16 by default: chunks of 16 steps and recurrent GEMMs
+                        chosen for part of the SMs: other bits, fixed per runner). -1 never; 0 (default): as
+                        RNNT_CUDA_LSTREAMS=1 / 0 says, else for runners of max_batch >= CU_LSTREAMS_AUTO_MIN_B
+                        (not fused). Per encoder. */
     int fused;       /* 1: when max_batch <= 32, each recurrent step is one fused kernel
                         (cu_lstm_step_fused) instead of a cuBLAS GEMM + the cell kernel. Per encoder. */
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
@@ -81,13 +95,21 @@ int cu_encoder_persistent_layers(const cu_encoder *e);
 /* Number of layer pairs that run as one layer wavefront (cu_wave.h). */
 int cu_encoder_wave_pairs(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
+/* Whether the per-step layers run as a wavefront over streams (lstreams), and its steps per chunk of the
+ * last layer (0 when off). */
+int cu_encoder_lstream_chunk(const cu_encoder *e);
+/* The SM count its recurrent GEMMs were chosen for (RNNT_CUDA_LSTREAM_SMS; 0: cuBLAS's default). */
+int cu_encoder_lstream_sms(const cu_encoder *e);
+/* Whether they run the per-step path's GEMM shapes and kernels (so its bits). */
+int cu_encoder_lstream_same_bits(const cu_encoder *e);
 /* Whether the per-step layers run cu_lstm_mma_step (cu_mma_step.h). */
 int cu_encoder_mma_steps(const cu_encoder *e);
 /* Staging threads beside the caller, and bytes per staging chunk. */
 int cu_encoder_stage_helpers(const cu_encoder *e);
 size_t cu_encoder_stage_chunk(const cu_encoder *e);
 /* Layer outputs of the last run (dev pointer to [nb][T_l][hp_l] of layer l), for the stage tests; only
- * the last two layers' outputs survive (ping-pong buffers). */
+ * the last two layers' outputs survive (ping-pong buffers), under layer streams only the last layer's (the
+ * others pass through chunk rings). */
 const void *cu_encoder_layer_out(const cu_encoder *e, int l);
 
 /* Rows per chunk of the all-steps GEMMs and of the recurrent GEMM (streams use the same, cu_stream.h). */

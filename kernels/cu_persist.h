@@ -34,9 +34,9 @@
 #define CU_PERSIST_MAX_B 64 /* batch rows per launch */
 #define CU_PERSIST_MAX_H 1024
 /* Encoders of fp16 runners of up to this max_batch use the persistent kernel by default (cu_encoder.h):
- * where it measured faster than the per-step graph path on the H100 (kernels/dev/NOTES.md: v3, B = 32
- * 10.1 vs 12.0 ms; B = 64 20.9 vs 13.3). */
-#define CU_PERSIST_AUTO_MAX_B 32
+ * where it measured faster than the per-step alternatives on the H100 (kernels/dev/NOTES.md: B = 16 5.9 ms vs
+ * 6.2 on layer streams; at B = 24 / 32 layer streams win, 6.8 / 7.1 vs 8.4 / 9.9). */
+#define CU_PERSIST_AUTO_MAX_B 16
 
 /* COUNTER: one arrival per block (block barrier, red.release), thread 0 spins, block barrier; TAGGED:
  * tagged h words, no barrier; WARP: one arrival per warp on its own counter (no block barrier), every

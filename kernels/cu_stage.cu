@@ -8,6 +8,7 @@
 #include "cu_stage.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -78,6 +79,7 @@ void work(cu_stager *s)
 
 void helper_main(cu_stager *s)
 {
+    prctl(PR_SET_NAME, "rnnt-stage");
     unsigned long seen = 0;
     for (;;) {
         {

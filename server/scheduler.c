@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -325,6 +326,7 @@ static void *worker_main(void *arg)
     sched *s = wa->s;
     int w = wa->index;
     free(wa);
+    prctl(PR_SET_NAME, "rnntd-worker");
     tl_sched = s;
     tl_worker = w;
 

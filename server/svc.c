@@ -65,6 +65,9 @@ struct eng {
     rnnt_model *model;
     int n_runners;
     rnnt_runner **runners; /* [n_slots * per_slot]; NULL for the workers of a slot that did not build */
+    /* [n_runners] a second, small runner per worker for batches of at most SVC_SMALL_BATCH (NULL when
+     * none: see small_runner_wanted) */
+    rnnt_runner **small;
     int n_slots, per_slot;
     int first;             /* a runner that exists: the generation's backend, device and parameters */
     char slot_err[DEV_MAX][512]; /* why a slot has no runners ("" when it has) */
@@ -76,7 +79,9 @@ static void eng_destroy(eng *e)
 {
     if (!e) return;
     for (int i = 0; i < e->n_runners && e->runners; i++) rnnt_runner_free(e->runners[i]);
+    for (int i = 0; i < e->n_runners && e->small; i++) rnnt_runner_free(e->small[i]);
     free(e->runners);
+    free(e->small);
     rnnt_model_free(e->model);
     free(e);
 }
@@ -104,6 +109,28 @@ static int warm_up(eng *e, rnnt_runner *r, char *err, size_t errlen)
     return st == RNNT_OK ? 0 : -1;
 }
 
+/* Small batches on a GPU (a lone request above all) get a runner of their own: a CUDA fp16 runner of
+ * max_batch <= 16 (CU_PERSIST_AUTO_MAX_B in kernels/cu_persist.h; keep the two equal) runs each encoder
+ * layer's recurrence as one persistent kernel with the weights on chip, a larger one per-step GEMMs or
+ * layer streams, which cost a lone 10 s utterance on the shipped model ~3 ms more on the H100 (the daemon's lone-request p50 7.8 ms against bench_engine's
+ * ~3.8 ms at batch 1). fp32 runners take the same path at every size, so they get none (and stay
+ * token-exact and batch-invariant); nor does the CPU. RNNTD_SMALL_RUNNER=0 turns it off (A/B runs). */
+#define SVC_SMALL_BATCH 16
+static int small_runner_wanted(const rnnt_runner *big)
+{
+    const char *env = getenv("RNNTD_SMALL_RUNNER");
+    if (env && !strcmp(env, "0")) return 0;
+    const rnnt_runner_params *p = rnnt_runner_get_params(big);
+    return strcmp(rnnt_runner_backend_name(big), "cuda") == 0 && p->precision == RNNT_PRECISION_FP16 &&
+           p->max_batch > SVC_SMALL_BATCH;
+}
+
+/* The runner for a batch of n on `worker`. */
+static rnnt_runner *eng_runner_for(const eng *e, int worker, int n)
+{
+    return n <= SVC_SMALL_BATCH && e->small[worker] ? e->small[worker] : e->runners[worker];
+}
+
 /* Builds and warms up slot d's runners (its workers' indices); on failure frees them and says why. */
 static int build_slot(eng *e, const rnnt_runner_params *base, const dev_slot *slot, int d, char *err, size_t errlen)
 {
@@ -117,12 +144,22 @@ static int build_slot(eng *e, const rnnt_runner_params *base, const dev_slot *sl
                      p.backend == RNNT_BACKEND_CPU ? "cpu" : p.backend == RNNT_BACKEND_CUDA ? "cuda" : "auto", msg);
         } else if (warm_up(e, e->runners[i], msg, sizeof msg)) {
             snprintf(err, errlen, "device %d: warm-up of runner %d failed: %s", d, i, msg);
+        } else if (small_runner_wanted(e->runners[i])) {
+            rnnt_runner_params ps = *rnnt_runner_get_params(e->runners[i]);
+            ps.max_batch = SVC_SMALL_BATCH;
+            if (rnnt_runner_create(e->model, &ps, &e->small[i], msg, sizeof msg) != RNNT_OK)
+                snprintf(err, errlen, "device %d: small-batch runner %d: %s", d, i, msg);
+            else if (warm_up(e, e->small[i], msg, sizeof msg))
+                snprintf(err, errlen, "device %d: warm-up of small-batch runner %d failed: %s", d, i, msg);
+            else
+                continue;
         } else {
             continue;
         }
         for (int j = d * e->per_slot; j <= i; j++) {
             rnnt_runner_free(e->runners[j]);
-            e->runners[j] = NULL;
+            rnnt_runner_free(e->small[j]);
+            e->runners[j] = e->small[j] = NULL;
         }
         return -1;
     }
@@ -149,7 +186,8 @@ int eng_create(const cfg *c, const dev_slot *slots, int n_slots, int per_slot, e
     e->per_slot = per_slot;
     e->n_runners = n_slots * per_slot;
     e->runners = calloc((size_t)e->n_runners, sizeof *e->runners);
-    if (!e->runners) {
+    e->small = calloc((size_t)e->n_runners, sizeof *e->small);
+    if (!e->runners || !e->small) {
         snprintf(err, errlen, "out of memory");
         eng_destroy(e);
         return -1;
@@ -220,9 +258,23 @@ static int retry_elsewhere(srv *s, int device, sched_job **jobs, int n)
     return 1;
 }
 
-/* The batch's inputs are copied first (one buffer), so that once the scheduler may abandon the batch
- * (sched_batch_detach) nothing the run reads belongs to the requests any more; results are written
- * into the jobs only after sched_batch_commit says they are still this run's. */
+/* Whether a batch of features goes through rnnt_runner_submit/collect: on a runner whose submit
+ * returns before decoding (CUDA), submit's copy into the runner's pinned staging (split over the
+ * staging helpers) is the copy that frees the batch from the requests, instead of a copy into one
+ * buffer on this thread and then the runner's own copy into pinned memory (two passes over 82 MB at
+ * batch 256). RNNTD_RUNNER_SUBMIT=1 / 0 forces it on (the CPU runner then decodes inside submit,
+ * before the batch is detached) or off. */
+static int use_submit(rnnt_runner *r)
+{
+    const char *env = getenv("RNNTD_RUNNER_SUBMIT");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+    return rnnt_runner_overlaps(r);
+}
+
+/* The batch's inputs are copied first (into one buffer, or by rnnt_runner_submit into the runner's
+ * staging), so that once the scheduler may abandon the batch (sched_batch_detach) nothing the run
+ * reads belongs to the requests any more; results are written into the jobs only after
+ * sched_batch_commit says they are still this run's. */
 void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
 {
     srv *s = ctx;
@@ -231,20 +283,25 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     int dim = rnnt_model_get_info(e->model)->feature_dim;
     long long frames = 0, longest = 0;
     size_t floats = 0;
+    int n_pcm = 0;
     for (int i = 0; i < n; i++) {
         eng_job *j = (eng_job *)jobs[i];
         frames += j->frames;
         floats += j->n_samples ? j->n_samples : (size_t)j->frames * (size_t)dim;
+        n_pcm += j->n_samples > 0;
         if (j->frames > longest) longest = j->frames;
     }
     size_t nb = n > 0 ? (size_t)n : 1;
+    int device = worker >= 0 && worker < s->n_workers ? s->worker_device[worker] : 0;
+    int have_runner = worker >= 0 && worker < e->n_runners && e->runners[worker];
+    rnnt_runner *r = have_runner ? eng_runner_for(e, worker, n) : NULL;
+    int submit = r && n_pcm == 0 && use_submit(r);
     rnnt_input *in = calloc(nb, sizeof *in);
     rnnt_result *res = calloc(nb, sizeof *res);
-    float *feats = malloc((floats > 0 ? floats : 1) * sizeof *feats);
+    float *feats = submit ? NULL : malloc((floats > 0 ? floats : 1) * sizeof *feats);
     size_t *n_samples = calloc(nb, sizeof *n_samples);
-    int device = worker >= 0 && worker < s->n_workers ? s->worker_device[worker] : 0;
-    if (!in || !res || !feats || !n_samples || worker < 0 || worker >= e->n_runners || !e->runners[worker]) {
-        int nomem = !in || !res || !feats || !n_samples;
+    if (!in || !res || (!feats && !submit) || !n_samples || !have_runner) {
+        int nomem = !in || !res || (!feats && !submit) || !n_samples;
         for (int i = 0; i < n; i++) {
             eng_job *j = (eng_job *)jobs[i];
             j->status = nomem ? RNNT_ERR_NOMEM : RNNT_ERR_DEVICE;
@@ -263,21 +320,28 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
         eng_job *j = (eng_job *)jobs[i];
         size_t cnt = j->n_samples ? j->n_samples : (size_t)j->frames * (size_t)dim;
         n_samples[i] = j->n_samples;
-        if (cnt) memcpy(feats + off, j->features, cnt * sizeof *feats);
-        in[i].features = feats + off;
+        if (submit) {
+            in[i].features = j->features;
+        } else {
+            if (cnt) memcpy(feats + off, j->features, cnt * sizeof *feats);
+            in[i].features = feats + off;
+        }
         in[i].frames = j->frames;
         in[i].finite_checked = 1; /* body.c rejected non-finite values with 422 while parsing */
         off += cnt;
     }
-    sched_batch_detach();
-    if (rnnt_fault_hit("worker_hang")) injected_hang(worker);
     char err[256] = "";
     char fault[32];
     snprintf(fault, sizeof fault, "device%d_fail", device);
+    int injected = rnnt_fault_hit(fault); /* as a failed launch on this device would end */
+    if (injected) snprintf(err, sizeof err, "kernel launch failed (injected fault %s)", fault);
     double t0 = sched_now();
-    rnnt_status st = rnnt_fault_hit(fault) /* as a failed launch on this device would end */
-                         ? (snprintf(err, sizeof err, "kernel launch failed (injected fault %s)", fault), RNNT_ERR_DEVICE)
-                         : eng_pcm_decode(e->runners[worker], n, in, n_samples, res, err, sizeof err);
+    rnnt_status st = injected ? RNNT_ERR_DEVICE : submit ? rnnt_runner_submit(r, n, in, err, sizeof err) : RNNT_OK;
+    sched_batch_detach();
+    if (rnnt_fault_hit("worker_hang")) injected_hang(worker);
+    if (st == RNNT_OK)
+        st = submit ? rnnt_runner_collect(r, res, NULL, NULL, err, sizeof err)
+                    : eng_pcm_decode(r, n, in, n_samples, res, err, sizeof err);
     double dt = sched_now() - t0;
     int device_error = dev_batch_done(s, device, st, err);
     dev_sample_memory(s, device);
@@ -321,7 +385,7 @@ void svc_run(void *ctx, int worker, const void *group, sched_job **jobs, int n)
     free(in);
     free(res);
     /* Going idle: give back scratch grown for a large batch (kept while batches follow each other). */
-    if (sched_batch_queue_empty()) rnnt_runner_trim(e->runners[worker]);
+    if (sched_batch_queue_empty()) rnnt_runner_trim(r);
     eng_unref(e);
 }
 

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -812,6 +813,7 @@ static void *loop_main(void *arg)
 {
     tp_loop *L = arg;
     tp_server *s = L->s;
+    prctl(PR_SET_NAME, "rnntd-http"); /* thread names for top -H and /proc (profiling under load) */
     struct epoll_event ev[TP_MAX_EVENTS];
     double next_sweep = now_s() + TP_SWEEP_S;
     while (!atomic_load(&s->stopping)) {

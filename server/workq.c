@@ -2,6 +2,7 @@
 #include "workq.h"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 
 struct workq {
@@ -15,6 +16,7 @@ struct workq {
 static void *worker(void *arg)
 {
     workq *q = arg;
+    prctl(PR_SET_NAME, "rnntd-prep");
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);

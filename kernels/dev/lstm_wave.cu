@@ -1,7 +1,7 @@
 /* lstm_wave.cu — kernel lab: a stack of fp16 LSTM layers (the encoder's recurrences with their input
  * projections, optional time stacking between layers), soft or hard activations, in these variants:
  *   1  layer by layer: cuBLAS input GEMM over all steps + the persistent recurrence (cu_persist.cu, AUTO
- *      sync) per layer: what the encoder runs today for fp16 runners of max_batch <= 32
+ *      sync) per layer: what the encoder runs for fp16 runners of max_batch <= 16 (<= 32 before layer streams)
  *   2  layer wavefront in groups of 2 layers (cu_wave.cu): the group's first layer's input GEMM by
  *      cuBLAS, the second layer's input projection inside the kernel in chunks of 16 steps
  *   3  as 2, chunks of 8 steps

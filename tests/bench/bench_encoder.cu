@@ -28,6 +28,7 @@
 #include "lab_util.h"
 
 static int g_reps = 20;
+static int g_fast = 0; /* --fast: only the default soft, persistent, per-step graph and layer-stream runs */
 
 static uint64_t rng = 0x1234567ull;
 static float frand(void) /* uniform [-1, 1) */
@@ -332,6 +333,11 @@ fail:
 
 /* ---------------------------------------------------------------- ours */
 
+/* --fast: layer streams (soft) at these chunks (steps of the last layer, projections in calls of one chunk) and
+ * SM targets of the recurrent GEMMs (0: cuBLAS's own choice), for B >= 16 */
+static const int kSweep[][2] = {{8, 0}, {16, 0}, {32, 0}, {8, 33}, {16, 33}, {16, 22}, {16, 66}, {32, 66}, {64, 66}};
+static const int kSweepN = (int)(sizeof kSweep / sizeof kSweep[0]);
+
 struct ours_result {
     float ms_hard, ms_soft, ms_inproj; /* the default path for this max_batch (cu_encoder.h) */
     char persist_txt[32];              /* soft with the persistent kernel asked for, or "n/a" */
@@ -344,6 +350,12 @@ struct ours_result {
                                           tile without programmatic dependent launch; 0 if n/a */
     std::vector<float> y_mma;          /* the auto tile's output [B][T][H] */
     int default_mma;                   /* whether the default path runs the mma steps */
+    int default_ls;                    /* whether the default path runs the layers as a wavefront over streams */
+    float ms_ls[4];                    /* soft, per-step layers as a wavefront over streams (lstreams = 1): the
+                                          default chunk, a quarter of it; 0 if n/a */
+    int ls_chunk[4];                   /* their chunks (steps of the last layer) */
+    std::vector<float> y_ls;           /* the default chunk's output [B][T][H] */
+    std::vector<float> ms_sweep;       /* --fast: layer streams at each kSweep setting (0: not run) */
     size_t bytes;
     std::vector<float> y_soft; /* [B][T][H] */
 };
@@ -365,14 +377,32 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     r.default_persist = 0;
     r.ms_wave = 0;
     r.default_mma = 0;
+    r.default_ls = 0;
+    r.ms_hard = 0; /* --fast skips the hard run */
     for (int i = 0; i < 5; i++) r.ms_mma[i] = 0;
-    for (int run = 0; run < 12; run++) {
+    for (int i = 0; i < 4; i++) r.ms_ls[i] = 0, r.ls_chunk[i] = 0;
+    for (int run = 0; run < 16; run++) {
         /* 0/1 default hard/soft, 2 soft persistent on, 3 soft per-step cuBLAS GEMM + cell kernel, 4/5 fused
          * hard/soft, 6 soft wavefront pairs, 7-10 soft per-step mma steps (cu_mma_step.h) with the auto
          * tile and tiles 1-3 (RNNT_CUDA_MMA_TILE, read when the graph is captured), 11 auto tile with
-         * RNNT_CUDA_MMA_PDL=0 */
+         * RNNT_CUDA_MMA_PDL=0, 12-13 soft per-step layers as a wavefront over streams (lstreams) with the default
+         * chunk and a quarter of it */
         int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 || run >= 7 ? -1 : 0, fused = run == 4 || run == 5;
-        if (!f16 && run >= 7) continue;
+        if (!f16 && run >= 7 && run <= 11) continue;
+        if (g_fast && (run == 0 || (run >= 4 && run <= 11))) continue;
+        if (run >= 14 && B < 32) continue;
+        /* 14-15: the default chunk with the recurrent GEMMs chosen for 66 and 33 SMs (RNNT_CUDA_LSTREAM_SMS) */
+        if (run == 14) setenv("RNNT_CUDA_LSTREAM_SMS", "66", 1);
+        else if (run == 15) setenv("RNNT_CUDA_LSTREAM_SMS", "33", 1);
+        else unsetenv("RNNT_CUDA_LSTREAM_SMS");
+        if (run == 13) {
+            int bcap = (B + 7) / 8 * 8, c = (B >= 64 ? 4096 : 1024) / bcap; /* the encoder's default chunk */
+            char ce[16];
+            snprintf(ce, sizeof ce, "%d", c / 4 > 1 ? c / 4 : 1);
+            setenv("RNNT_CUDA_LSTREAM_CHUNK", ce, 1);
+        } else {
+            unsetenv("RNNT_CUDA_LSTREAM_CHUNK");
+        }
         char tile_env[8];
         snprintf(tile_env, sizeof tile_env, "%d", run - 7);
         if (run >= 8 && run <= 10) setenv("RNNT_CUDA_MMA_TILE", tile_env, 1);
@@ -389,11 +419,12 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.persist = persist;
         p.fused = fused;
         p.wave = run == 6 ? 1 : -1;
-        p.mma_step = run >= 7 ? 1 : run == 3 ? -1 : 0;
+        p.mma_step = run >= 7 && run <= 11 ? 1 : run == 3 || run >= 12 ? -1 : 0;
+        p.lstreams = run >= 12 ? 1 : run <= 1 ? 0 : -1; /* the default runs (0, 1) as a runner would */
         cu_encoder *e;
         RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
         if ((run == 2 && cu_encoder_persistent_layers(e) == 0) || ((run == 4 || run == 5) && !cu_encoder_fused_steps(e)) ||
-            (run == 6 && cu_encoder_wave_pairs(e) == 0)) {
+            (run == 6 && cu_encoder_wave_pairs(e) == 0) || (run >= 12 && cu_encoder_lstream_chunk(e) == 0)) {
             /* does not apply (fp32, or too large) */
             cu_encoder_free(e);
             continue;
@@ -403,9 +434,14 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         float ms = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
         const cu_encoder_batch *bt = cu_encoder_get_batch(e);
         if (!bt->graphs_on) fprintf(stderr, "warning: our encoder ran without graphs (%s)\n", bt->graph_note ? bt->graph_note : "?");
-        if (run >= 7) r.ms_mma[run - 7] = ms;
-        if (run == 1 || run == 6 || run == 7) {
-            std::vector<float> &ys = run == 1 ? r.y_soft : run == 6 ? r.y_wave : r.y_mma;
+        if (run >= 7 && run <= 11) r.ms_mma[run - 7] = ms;
+        if (run >= 12) {
+            r.ms_ls[run - 12] = ms;
+            r.ls_chunk[run - 12] = cu_encoder_lstream_chunk(e);
+            if (run >= 14) r.ls_chunk[run - 12] = cu_encoder_lstream_sms(e);
+        }
+        if (run == 1 || run == 6 || run == 7 || run == 12) {
+            std::vector<float> &ys = run == 1 ? r.y_soft : run == 6 ? r.y_wave : run == 12 ? r.y_ls : r.y_mma;
             if (run == 1) r.ms_soft = ms;
             else if (run == 6) r.ms_wave = ms;
             size_t n = (size_t)bt->nb * bt->t_enc * w.hep;
@@ -425,6 +461,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
                 r.bytes = cu_encoder_device_bytes(e);
                 r.default_persist = cu_encoder_persistent_layers(e) > 0;
                 r.default_mma = cu_encoder_mma_steps(e);
+                r.default_ls = cu_encoder_lstream_chunk(e) > 0;
             }
         } else if (run == 0) {
             r.ms_hard = ms;
@@ -443,6 +480,36 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
     }
     unsetenv("RNNT_CUDA_MMA_TILE");
     unsetenv("RNNT_CUDA_MMA_PDL");
+    r.ms_sweep.assign(kSweepN, 0.0f);
+    for (int i = 0; g_fast && B >= 16 && i < kSweepN; i++) {
+        char ce[16], cs[16];
+        snprintf(ce, sizeof ce, "%d", kSweep[i][0]);
+        snprintf(cs, sizeof cs, "%d", kSweep[i][1]);
+        setenv("RNNT_CUDA_LSTREAM_CHUNK", ce, 1);
+        if (kSweep[i][1]) setenv("RNNT_CUDA_LSTREAM_SMS", cs, 1);
+        else unsetenv("RNNT_CUDA_LSTREAM_SMS");
+        cu_weights wa = w;
+        wa.act = RNNT_ACT_SOFT;
+        cu_encoder_params p;
+        memset(&p, 0, sizeof p);
+        p.max_batch = B;
+        p.max_frames = T;
+        p.graphs = 1;
+        p.persist = -1;
+        p.mma_step = -1;
+        p.wave = -1;
+        p.lstreams = 1;
+        cu_encoder *e;
+        RK(cu_encoder_create(&wa, s, h, &p, &e, err, errlen));
+        if (cu_encoder_lstream_chunk(e)) {
+            RK(cu_encoder_stage(e, B, feats.data(), frames.data(), err, errlen));
+            RK(cu_encoder_upload(e, err, errlen));
+            r.ms_sweep[i] = time_ms(s, [&] { RK(cu_encoder_compute(e, err, errlen)); }, g_reps);
+        }
+        cu_encoder_free(e);
+    }
+    unsetenv("RNNT_CUDA_LSTREAM_CHUNK");
+    unsetenv("RNNT_CUDA_LSTREAM_SMS");
     /* the input projections alone (all layers), to split the time: GEMM over all steps vs recurrence */
     {
         int chunk = B >= 64 ? 4096 : 1024; /* the encoder's default r_in (cu_encoder.h) */
@@ -473,9 +540,10 @@ int main(int argc, char **argv)
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--fast")) g_fast = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--fast] [--reps N]\n", argv[0]);
             return 2;
         }
     }
@@ -506,9 +574,10 @@ int main(int argc, char **argv)
         int layers, I, H, T, B, f16;
     };
     std::vector<shape> shapes;
-    static const int Bs[] = {1, 8, 32, 64, 128, 256};
-    for (int i = 0; i < 6; i++)
-        if (!quick || Bs[i] == 1 || Bs[i] == 256) shapes.push_back({5, 240, 1024, 300, Bs[i], 1});
+    static const int Bs[] = {1, 8, 16, 24, 32, 64, 128, 256};
+    for (int i = 0; i < 8; i++)
+        if ((!quick || Bs[i] == 1 || Bs[i] == 256) && (g_fast || (Bs[i] != 16 && Bs[i] != 24)))
+            shapes.push_back({5, 240, 1024, 300, Bs[i], 1});
     shapes.push_back({4, 512, 512, 100, 64, 0});
     shapes.push_back({4, 512, 512, 100, 64, 1});
 
@@ -516,7 +585,7 @@ int main(int argc, char **argv)
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
            "cuDNN MiB | max abs(soft - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
-    std::vector<std::string> notes, waves, mmas;
+    std::vector<std::string> notes, waves, mmas, lss, sweeps;
     for (const shape &sh : shapes) {
         host_model hm;
         make_model(&hm, sh.layers, sh.I, sh.H);
@@ -590,15 +659,43 @@ int main(int argc, char **argv)
                      algo_name(best_algo), o.ms_mma[0] / best.ms, tfm, 100.0 * tfm / peak16, dm);
             mmas.push_back(ml);
         }
+        if (o.ms_ls[0] > 0 && best.ok) {
+            double dl = 0;
+            if (ystd.size())
+                for (int b = 0; b < sh.B; b++)
+                    for (int t = 0; t < sh.T; t++)
+                        for (int j = 0; j < sh.H; j++)
+                            dl = std::max(dl, (double)fabsf(o.y_ls[((size_t)b * sh.T + t) * sh.H + j] -
+                                                            ystd[((size_t)t * sh.B + b) * sh.H + j]));
+            double tfl = flop / (o.ms_ls[0] * 1e-3) / 1e12;
+            char ll[480];
+            snprintf(ll, sizeof ll, "| %s | %s | %d | %.3f | %s | %.3f (%d) | %.3f (%d) | %.3f / %.3f | %.3f (%s) | %.2f | %.2f | %.2f | %.1f | %.1f | %.2g | %s |",
+                     shp, sh.f16 ? "fp16" : "fp32", sh.B, o.ms_soft, o.graph_txt, o.ms_ls[0], o.ls_chunk[0], o.ms_ls[1],
+                     o.ls_chunk[1], o.ms_ls[2], o.ms_ls[3], best.ms, algo_name(best_algo), o.ms_soft / best.ms, o.ms_ls[0] / best.ms,
+                     o.ms_ls[1] / best.ms, tfl, 100.0 * tfl / peak16, dl,
+                     o.y_ls == o.y_soft ? "yes" : "no");
+            lss.push_back(ll);
+        }
+        if (best.ok && o.ms_sweep.size() && o.ms_sweep[0] > 0) {
+            std::string sl = "| " + std::string(shp) + " | " + (sh.f16 ? "fp16" : "fp32") + " | " + std::to_string(sh.B) + " | ";
+            char c[64];
+            snprintf(c, sizeof c, "%.3f (%s) | %.3f (%.2f) |", best.ms, algo_name(best_algo), o.ms_soft, o.ms_soft / best.ms);
+            sl += c;
+            for (int i = 0; i < kSweepN; i++) {
+                snprintf(c, sizeof c, " %.3f (%.2f) |", o.ms_sweep[i], o.ms_sweep[i] / best.ms);
+                sl += c;
+            }
+            sweeps.push_back(sl);
+        }
         size_t es = sh.f16 ? 2 : 4;
         double cud_mem = best.ok ? (double)(best.work + best.reserve + (size_t)sh.T * sh.B * (sh.I + sh.H) * es) / sh.B / 1048576.0 : 0;
         if (best.ok)
             printf("| %s | %s | %d | %s | %.3f | %.3f | %s | %s | %s | %.3f | %.3f (%s) | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f | %.2g |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : o.default_mma ? "mma step" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : o.default_mma ? "mma step" : o.default_ls ? "layer streams" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, std_ms, best.ms, algo_name(best_algo), o.ms_soft / best.ms,
                    o.ms_hard / best.ms, tf, 100.0 * tf / peak16, o.ms_inproj, o.bytes / (double)sh.B / 1048576.0, cud_mem, diff);
         else
             printf("| %s | %s | %d | %s | %.3f | %.3f | %s | %s | %s | - | failed | - | - | %.1f | %.1f | %.3f | %.2f | - | - |\n", shp,
-                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : o.default_mma ? "mma step" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
+                   sh.f16 ? "fp16" : "fp32", sh.B, o.default_persist ? "persistent" : o.default_mma ? "mma step" : o.default_ls ? "layer streams" : "per-step", o.ms_hard, o.ms_soft, o.persist_txt, o.graph_txt, o.fused_txt, tf, 100.0 * tf / peak16, o.ms_inproj,
                    o.bytes / (double)sh.B / 1048576.0);
         fflush(stdout);
         char nb[700];
@@ -623,6 +720,24 @@ int main(int argc, char **argv)
                "| tile 8 units x 64 rows | 16 x 64 | 16 x 128 | auto tile, no PDL | cuDNN best ms (algo) | mma auto / cuDNN | TFLOP/s | %% of fp16 "
                "peak | max abs(mma - cuDNN) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (auto &l : mmas) printf("%s\n", l.c_str());
+    }
+    if (lss.size()) {
+        printf("\nPer-step layers as a wavefront over streams (encoder param lstreams = 1, persistent kernel off), soft, "
+               "same process:\n| shape | dtype | B | ours default ms | per-step graph ms | layer streams ms (chunk) | "
+               "quarter chunk ms (chunk) | GEMMs for 66 / 33 SMs ms | cuDNN best ms (algo) | default / cuDNN | layer streams / cuDNN | quarter chunk / "
+               "cuDNN | TFLOP/s | %% of fp16 peak | max abs(layer streams - cuDNN) | bitwise = default |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (auto &l : lss) printf("%s\n", l.c_str());
+    }
+    if (sweeps.size()) {
+        printf("\nLayer streams, soft, ms (ratio to cuDNN best of the same process), chunk C steps (projections in calls of "
+               "one chunk) / SM target of the recurrent GEMMs:\n| shape | dtype | B | cuDNN best ms (algo) | ours default ms "
+               "(ratio) |");
+        for (int i = 0; i < kSweepN; i++) printf(" C %d / %s |", kSweep[i][0], kSweep[i][1] ? std::to_string(kSweep[i][1]).c_str() : "all");
+        printf("\n|---|---|---|---|---|");
+        for (int i = 0; i < kSweepN; i++) printf("---|");
+        printf("\n");
+        for (auto &l : sweeps) printf("%s\n", l.c_str());
     }
     printf("\nAll cuDNN algorithms tried (the table uses the fastest that ran):\n");
     for (auto &n : notes) printf("  %s\n", n.c_str());

@@ -3,7 +3,8 @@
  * against the same model with its big blanks switched off.
  *
  *   bench_engine MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256]
- *                [--seconds 10] [--reps 5] [--workers 1,2] [--extras 0] [--audio 1]
+ *                [--seconds 10] [--reps 5] [--workers 1,2] [--extras 0] [--audio 1] [--async 1]
+ *                [--max-batch N]
  *
  * Inputs: random features whose normalised values are N(0, 1) (what the random models' output biases
  * were calibrated on), a fresh utterance per batch slot. A decode is timed from the call to
@@ -23,7 +24,16 @@
  * features (rnnt_runner_decode), the float PCM and the 16-bit PCM (rnnt_runner_decode_audio; on CUDA
  * the frontend runs on the GPU), median wall time of each, the frontend's own time (GPU time of its
  * kernels) and its share of the audio call, bytes sent per batch, and how many utterances decoded
- * from audio give the same tokens as from the CPU's features. */
+ * from audio give the same tokens as from the CPU's features.
+ * --async 1: per batch size, one runner and one thread decoding reps batches back to back, first with
+ * rnnt_runner_decode (each call waits), then with rnnt_runner_submit / rnnt_runner_collect keeping two
+ * batches in flight (batch k + 1 staged while batch k runs), alternating the two 3 times; per mode the
+ * wall time per batch (median of the 3 rounds; from the first call to the last batch's completion,
+ * over reps + 1) and the difference, the host time hidden; the tokens of every batch are checked equal between the
+ * modes.
+ * --max-batch N: every runner holds N utterances whatever its batch size (the daemon's runners hold
+ * batching.max_batch and decode smaller batches; an fp16 runner of max_batch <= 32 takes the
+ * persistent recurrence, a larger one per-step GEMMs). */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -177,6 +187,71 @@ static int run_workers(const rnnt_model *m, rnnt_runner_params p, int W, int B, 
     return failed;
 }
 
+/* --async: reps batches back to back on one runner, sync then two in flight, 3 rounds each. */
+static int run_async(const rnnt_model *m, rnnt_runner_params p, int B, int frames, int reps, float **feats, double seconds)
+{
+    char err[512];
+    rnnt_runner *r;
+    if (rnnt_runner_create(m, &p, &r, err, sizeof err)) {
+        fprintf(stderr, "runner: %s\n", err);
+        return 1;
+    }
+    rnnt_input *in = calloc((size_t)B, sizeof *in);
+    rnnt_result *res[2] = {calloc((size_t)B, sizeof(rnnt_result)), calloc((size_t)B, sizeof(rnnt_result))};
+    long long *tok_sum[2] = {calloc((size_t)reps + 2, sizeof(long long)), calloc((size_t)reps + 2, sizeof(long long))};
+    for (int b = 0; b < B; b++) in[b] = (rnnt_input){feats[b], frames, 1};
+    double wall[2][3];
+    int failed = 0;
+    for (int round = 0; round < 3 && !failed; round++)
+        for (int mode = 0; mode < 2 && !failed; mode++) {
+            /* reps + 1 batches; the time per batch is from the first call to the last batch's
+             * completion, over reps + 1 (in flight, the first batch's staging is not hidden) */
+            int total = reps + 1, done = 0;
+            double t_first = now_s(), t_last = 0;
+            for (int k = 0; k <= total && !failed; k++) {
+                int n = 0;
+                rnnt_result *o = res[mode];
+                if (mode == 0) {
+                    if (k == total) break;
+                    if (rnnt_runner_decode(r, B, in, o, NULL, err, sizeof err)) failed = 1;
+                    n = B;
+                } else {
+                    if (k < total && rnnt_runner_submit(r, B, in, err, sizeof err)) failed = 1;
+                    if (failed || k == 0) continue;
+                    if (rnnt_runner_collect(r, o, &n, NULL, err, sizeof err)) failed = 1;
+                }
+                if (failed) break;
+                t_last = now_s();
+                long long sum = 0;
+                for (int b = 0; b < n; b++) sum += o[b].n_tokens * 131LL + (o[b].n_tokens ? o[b].tokens[0] : 0);
+                tok_sum[mode][done++] = sum;
+            }
+            if (failed) break;
+            wall[mode][round] = (t_last - t_first) / total;
+        }
+    if (failed) fprintf(stderr, "decode: %s\n", err);
+    int same = 1;
+    for (int k = 0; k < reps && !failed; k++) same &= tok_sum[0][k] == tok_sum[1][k];
+    if (!failed) {
+        double w[2];
+        for (int mode = 0; mode < 2; mode++) {
+            qsort(wall[mode], 3, sizeof(double), cmp_d);
+            w[mode] = wall[mode][1];
+        }
+        printf("| %d | %d | %.2f | %.2f | %.0f | %.0f | %.2f | %s |\n", B, p.max_batch, w[0] * 1e3, w[1] * 1e3,
+               B * seconds / w[0], B * seconds / w[1], (w[0] - w[1]) * 1e3, same ? "yes" : "NO");
+        fflush(stdout);
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        for (int b = 0; b < B; b++) rnnt_result_clear(&res[mode][b]);
+        free(res[mode]);
+        free(tok_sum[mode]);
+    }
+    free(in);
+    rnnt_runner_free(r);
+    return failed || !same;
+}
+
 /* --audio: features vs float PCM vs 16-bit PCM of the same utterances through one runner. */
 static int run_audio(const rnnt_model *m, rnnt_runner_params p, int B, int frames, int reps, float **feats, float **pcm,
                      int16_t **pcm16, size_t ns, double seconds)
@@ -260,12 +335,13 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODEL_DIR [--backend cuda|cpu] [--precision fp16|fp32] [--batches 1,32,256] "
-                        "[--seconds 10] [--reps 5] [--workers 1,2] [--extras 0] [--audio 1]\n", argv[0]);
+                        "[--seconds 10] [--reps 5] [--workers 1,2] [--extras 0] [--audio 1] [--async 1] [--max-batch N]\n",
+                argv[0]);
         return 2;
     }
     const char *dir = argv[1], *batches = "1,32,256", *workers = "1";
     double seconds = 10;
-    int reps = 5, extras = 1, audio = 0;
+    int reps = 5, extras = 1, audio = 0, async = 0, max_batch = 0;
     rnnt_runner_params p = rnnt_runner_default_params();
     p.backend = RNNT_BACKEND_CUDA;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -277,6 +353,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--workers")) workers = argv[i + 1];
         else if (!strcmp(argv[i], "--extras")) extras = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--audio")) audio = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--async")) async = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max-batch")) max_batch = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -360,7 +438,7 @@ int main(int argc, char **argv)
                "|---|---|---|---|---|---|---|---|---|\n",
                ns, maxB * seconds / t_fe);
         for (int i = 0; i < nB; i++) {
-            p.max_batch = Bs[i];
+            p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];
             p.max_frames = frames;
             if (run_audio(m, p, Bs[i], frames, reps, feats, pcm, pcm16, ns, seconds)) return 1;
         }
@@ -375,11 +453,27 @@ int main(int argc, char **argv)
         rnnt_model_free(m);
         return 0;
     }
+    if (async) {
+        printf("\nSynchronous calls vs two batches in flight (rnnt_runner_submit / collect), one runner, one thread, %d "
+               "batches back to back per round, median of 3 alternated rounds:\n\n| batch | runner max_batch | decode ms per "
+               "batch | submit/collect ms per batch | RTFx decode | RTFx submit/collect | ms hidden per batch | same tokens |\n"
+               "|---|---|---|---|---|---|---|---|\n", reps);
+        int bad = 0;
+        for (int i = 0; i < nB; i++) {
+            p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];
+            p.max_frames = frames;
+            bad |= run_async(m, p, Bs[i], frames, reps, feats, seconds);
+        }
+        for (int b = 0; b < maxB; b++) free(feats[b]);
+        free(feats);
+        rnnt_model_free(m);
+        return bad;
+    }
     run_stats on[16], off[16], prof[16];
     printf("\n| batch | wall ms | RTFx | encoder ms (incl. upload) | joint proj ms | decode loop ms | backend host ms | runner "
            "host ms | steps/utt | labels/utt | frames skipped/utt |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nB; i++) {
-        p.max_batch = Bs[i];
+        p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];
         p.max_frames = frames;
         if (run(m, p, Bs[i], frames, reps, feats, &on[i], NULL)) return 1;
         /* backend host = the backend's wall time minus its GPU phases (staging, unpacking); runner host =
@@ -399,7 +493,7 @@ int main(int argc, char **argv)
                "call (mean) | aggregate RTFx | one worker's RTFx (above) |\n|---|---|---|---|---|\n", W);
         for (int i = 0; i < nB; i++) {
             double wall;
-            p.max_batch = Bs[i];
+            p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];
             p.max_frames = frames;
             if (run_workers(m, p, W, Bs[i], frames, reps, feats, &wall)) return 1;
             printf("| %d | %d | %.2f | %.0f | %.0f |\n", Bs[i], W, wall / reps * 1e3, W * reps * Bs[i] * seconds / wall,
@@ -412,7 +506,7 @@ int main(int argc, char **argv)
                "between phases; the per-step sync inflates the wall time, not the phases):\n\n| batch | encoder ms | "
                "predictor ms | joint ms (proj + per step) | decode rule ms | steps |\n|---|---|---|---|---|---|\n");
         for (int i = 0; i < nB; i++) {
-            p.max_batch = Bs[i];
+            p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];
             if (run(m, p, Bs[i], frames, 1, feats, &prof[i], "profile")) return 1;
             printf("| %d | %.2f | %.2f | %.2f | %.2f | %.1f |\n", Bs[i], prof[i].tm.encoder_s * 1e3,
                    prof[i].tm.predictor_s * 1e3, prof[i].tm.joint_s * 1e3, prof[i].tm.decode_s * 1e3, prof[i].steps);
@@ -425,7 +519,7 @@ int main(int argc, char **argv)
                "speed-up | steps/utt on | off | RTFx on | off |\n|---|---|---|---|---|---|---|---|\n",
                m->vocab, m->blank - 1);
         for (int i = 0; i < nB; i++) {
-            p.max_batch = Bs[i];
+            p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];
             if (run(m, p, Bs[i], frames, reps, feats, &off[i], NULL)) return 1;
             printf("| %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f |\n", Bs[i], on[i].tm.decode_s * 1e3,
                    off[i].tm.decode_s * 1e3, off[i].tm.decode_s / on[i].tm.decode_s, on[i].steps, off[i].steps,

@@ -4,7 +4,8 @@
 N client threads, each with its own keep-alive connection, send POST /v1/transcribe back to back for a
 duration or a number of requests, then report throughput (requests/s and audio seconds per second),
 latency percentiles, status counts and the server's own batching figures (from /metrics, before and
-after).
+after), and the medians of the answers' own `timings` (queue, compute, total in the server: the rest of
+a request's latency is the client's and the connection's).
 
   tests/bench/loadgen.py --url http://127.0.0.1:8080 --concurrency 16 --duration 20 FILE.npy...
   tests/bench/loadgen.py --url http://127.0.0.1:8080 --frames 500 --utterances 8 --requests 2000
@@ -105,6 +106,7 @@ def main():
     lock = threading.Lock()
     state = {"measuring": a.warmup <= 0, "stop": False, "sent": 0}
     lat, audio, batch, statuses, errors = [], [], [], {}, []
+    srv_t = {"queue_ms": [], "compute_ms": [], "total_ms": []}
 
     def take_ticket():
         with lock:
@@ -148,6 +150,8 @@ def main():
                     lat.append(dt)
                     audio.append(doc["duration_s"])
                     batch.append(doc["batch_size"])
+                    for k, v in srv_t.items():
+                        v.append(doc.get("timings", {}).get(k, float("nan")))
         conn.close()
 
     threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(a.concurrency)]
@@ -170,6 +174,8 @@ def main():
 
     lat.sort()
     n_ok = len(lat)
+    for v in srv_t.values():
+        v.sort()
     d = lambda k: m1.get(k, 0) - m0.get(k, 0)  # noqa: E731
     batches = d("rnntd_batches_total")
     rep = {
@@ -182,6 +188,7 @@ def main():
         "latency_ms": {"p50": round(percentile(lat, 50) * 1e3, 2), "p90": round(percentile(lat, 90) * 1e3, 2),
                        "p99": round(percentile(lat, 99) * 1e3, 2), "max": round(lat[-1] * 1e3, 2) if lat else None},
         "mean_batch_size": round(sum(batch) / len(batch), 2) if batch else 0,
+        "server_timings_ms_p50": {k: round(percentile(v, 50), 3) for k, v in srv_t.items()},
         "server": {"batches": int(batches),
                    "mean_batch_size": round(d("rnntd_batch_utterances_total") / batches, 2) if batches else 0,
                    "compute_s": round(d("rnntd_compute_seconds_total"), 3),
@@ -201,6 +208,9 @@ def main():
         print("  throughput  %.1f requests/s, %.1f audio s/s (mean utterance %.2f s)" %
               (rep["requests_per_s"], rep["audio_s_per_s"], rep["mean_audio_s"]))
         print("  latency     p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  max %s ms" % (L["p50"], L["p90"], L["p99"], L["max"]))
+        T = rep["server_timings_ms_p50"]
+        print("  in server   p50 queue %.2f ms  compute %.2f ms  total %.2f ms (head to reply)" %
+              (T["queue_ms"], T["compute_ms"], T["total_ms"]))
         s = rep["server"]
         print("  server      %d batches, mean batch %.2f, compute %.2f s, RTF %.4f, padding %.1f%%" %
               (s["batches"], s["mean_batch_size"], s["compute_s"], s["real_time_factor"], 100 * s["padding_share"]))

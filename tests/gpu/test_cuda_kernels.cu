@@ -797,13 +797,29 @@ static void test_encoder(void **state)
              * check that the n-tile count (and the rows past their length, skipped) do not touch the numerics. */
             /* the last: the default with layer pairs as one wavefront (cu_wave.h; fp16, equal sizes) */
             /* then the per-step layers on the GEMM + cell kernel (cu_mma_step.h; fp16), as graphs and directly */
-            static const int cfgs[][5] = {{0, -1, 0, -1, -1}, {1, -1, 0, -1, -1}, {1, 1, 0, -1, 0}, {1, 0, 1, -1, 0},
-                                          {1, 0, 0, -1, 0},   {1, 0, 0, 1, 0},    {1, -1, 0, -1, 1}, {0, -1, 0, -1, 1}};
-            for (int ci = 0; ci < 8; ci++) {
+            /* then the layers as a wavefront over streams (lstreams; fp16 and fp32): the rin mode (chunks of one r_in
+             * call: 64 / 24 slots = 2 steps of the last layer, cuBLAS's own kernels) as graphs and directly, bitwise
+             * equal to the per-step graph path (ci 1), whose kernels and GEMM shapes it runs; then 1-step chunks in a
+             * ring of 1 and 5-step chunks in a ring of 3, the recurrent GEMMs chosen for 8 SMs, and the default
+             * (16-step chunks, GEMMs for 66 SMs) */
+            static const int cfgs[][7] = {{0, -1, 0, -1, -1, -1, 0}, {1, -1, 0, -1, -1, -1, 0}, {1, 1, 0, -1, 0, -1, 0},
+                                          {1, 0, 1, -1, 0, -1, 0},   {1, 0, 0, -1, 0, 0, 0},    {1, 1, 0, 1, 0, -1, 0},
+                                          {1, -1, 0, -1, 1, -1, 0},  {0, -1, 0, -1, 1, -1, 0},  {1, -1, 0, -1, -1, 1, -2},
+                                          {0, -1, 0, -1, -1, 1, -2}, {1, -1, 0, -1, -1, 1, 1},  {1, -1, 0, -1, -1, 1, 5},
+                                          {1, -1, 0, -1, -1, 1, -1}, {1, -1, 0, -1, -1, 1, 0}};
+            float *f_step = NULL; /* the per-step graph path's output (ci 1) */
+            for (int ci = 0; ci < 14; ci++) {
                 int graphs = cfgs[ci][0], persist = cfgs[ci][1], fused = cfgs[ci][2], wave = cfgs[ci][3], mma = cfgs[ci][4];
+                int lstreams = cfgs[ci][5], lchunk = cfgs[ci][6];
                 if ((persist > 0 || wave > 0 || mma > 0) && dt != CU_F16) continue;
                 if (g_quick && ci == 7) continue;
-                if (g_quick && ci == 0) continue;
+                if (g_quick && (ci == 0 || ci == 9)) continue;
+                char env_chunk[8], env_ring[8];
+                snprintf(env_chunk, sizeof env_chunk, "%d", lchunk);
+                snprintf(env_ring, sizeof env_ring, "%d", lchunk == 1 ? 1 : 3);
+                if (lchunk > 0) setenv("RNNT_CUDA_LSTREAM_CHUNK", env_chunk, 1), setenv("RNNT_CUDA_LSTREAM_RING", env_ring, 1);
+                if (lchunk == -1) setenv("RNNT_CUDA_LSTREAM_SMS", "8", 1); /* recurrent GEMMs chosen for 8 SMs */
+                if (lchunk == -2) setenv("RNNT_CUDA_LSTREAM_CHUNK", "rin", 1);
                 cu_encoder_params p;
                 memset(&p, 0, sizeof p);
                 p.max_batch = B;
@@ -813,12 +829,31 @@ static void test_encoder(void **state)
                 p.fused = fused;
                 p.wave = wave;
                 p.mma_step = mma;
+                p.lstreams = lstreams;
                 p.r_in = 64; /* several chunks even at these sizes */
                 cu_encoder *e;
                 RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
+                unsetenv("RNNT_CUDA_LSTREAM_CHUNK");
+                unsetenv("RNNT_CUDA_LSTREAM_RING");
+                unsetenv("RNNT_CUDA_LSTREAM_SMS");
+                int want_ls = lstreams > 0 || (lstreams == 0 && !fused && persist <= 0 && mma <= 0 &&
+                                               (persist < 0 || dt != CU_F16 || cu_round_up_i(B, 8) > CU_PERSIST_AUTO_MAX_B) &&
+                                               cu_round_up_i(B, 8) >= CU_LSTREAMS_AUTO_MIN_B);
+                if (want_ls != (cu_encoder_lstream_chunk(e) > 0))
+                    fail_msg("encoder %s %s: layer streams %d, asked %d", mc.name, dt_name(dt), cu_encoder_lstream_chunk(e), lstreams);
+                if (want_ls && cu_encoder_lstream_chunk(e) != (lchunk > 0 ? lchunk : lchunk == -2 || dt != CU_F16 ? 64 / 24 : CU_LSTREAM_CHUNK_DEFAULT))
+                    fail_msg("encoder: layer-stream chunk %d", cu_encoder_lstream_chunk(e));
                 float *f, *fp;
                 run_encoder(e, &w, B, feats, frames, &f, &fp);
                 const cu_encoder_batch *bt = cu_encoder_get_batch(e);
+                if (lchunk == -2 && !cu_encoder_lstream_same_bits(e)) fail_msg("encoder: the rin mode runs other GEMMs");
+                if (want_ls && dt != CU_F16 && !cu_encoder_lstream_same_bits(e) && lchunk == 0)
+                    fail_msg("encoder: fp32 layer streams by default must run the per-step path's GEMMs");
+                if (want_ls && f_step && cu_encoder_lstream_same_bits(e)) /* the H columns of every row of the bucket (pad columns are not outputs) */
+                    for (size_t r = 0; r < (size_t)bt->nb * bt->t_enc; r++)
+                        if (memcmp(f + r * w.hep, f_step + r * w.hep, (size_t)w.he * 4))
+                            fail_msg("encoder %s %s: layer streams (chunk %d) not bitwise equal to the per-step path at row %zu",
+                                     mc.name, dt_name(dt), cu_encoder_lstream_chunk(e), r);
                 int t_enc_b = bt->t_enc, He = w.he, J = w.J;
                 double worst = 0, worst_fp = 0;
                 for (int b = 0; b < B; b++) {
@@ -874,16 +909,19 @@ static void test_encoder(void **state)
                 if (wave < 0 && cu_encoder_wave_pairs(e) != 0) fail_msg("encoder: wavefront taken when off");
                 if (mma > 0 && !cu_encoder_mma_steps(e)) fail_msg("encoder: mma steps asked for, not taken");
                 if (mma < 0 && cu_encoder_mma_steps(e)) fail_msg("encoder: mma steps taken when off");
-                printf("encoder %s %s graphs=%d persist=%d fused=%d mma=%d wave pairs=%d persistent layers=%d: 17 utterances within %.2g (joint proj %.2g) of the "
-                       "CPU; bitwise batch-invariant; %.1f MiB of buffers\n",
-                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_mma_steps(e), cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e), worst, worst_fp,
+                printf("encoder %s %s graphs=%d persist=%d fused=%d mma=%d wave pairs=%d persistent layers=%d lstream chunk=%d: 17 utterances within %.2g (joint proj %.2g) of the "
+                       "CPU; bitwise batch-invariant%s; %.1f MiB of buffers\n",
+                       mc.name, dt_name(dt), graphs, persist, fused, cu_encoder_mma_steps(e), cu_encoder_wave_pairs(e), cu_encoder_persistent_layers(e),
+                       cu_encoder_lstream_chunk(e), worst, worst_fp, want_ls && f_step && cu_encoder_lstream_same_bits(e) ? "; bitwise equal to the per-step path" : "",
                        cu_encoder_device_bytes(e) / 1048576.0);
+                if (ci == 1) f_step = f, f = NULL;
                 free(f);
                 free(fp);
                 free(f3);
                 free(fp3);
                 cu_encoder_free(e);
             }
+            free(f_step);
             cu_weights_free(&w);
         }
         for (int b = 0; b < B; b++) free(feats[b]);
