@@ -184,6 +184,9 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     if (dm && strcmp(dm, "profile") == 0) b->mode = CU_DEC_PROFILE;
     if (dm && strcmp(dm, "fused") == 0) b->mode = CU_DEC_FUSED;
     if (dm && strcmp(dm, "cluster") == 0) b->mode = CU_DEC_CLUSTER;
+    if (dm && strcmp(dm, "grid") == 0) b->mode = CU_DEC_GRID;
+    const char *dgb = getenv("RNNT_CUDA_DEC_GRID_BLOCKS"), *dgt = getenv("RNNT_CUDA_DEC_GRID_TILE"); /* grid loop (lab) */
+    cu_decoder_set_grid(b->dec, dgb && atoi(dgb) > 0 ? atoi(dgb) : 0, dgt && *dgt ? atoi(dgt) : CU_DEC_GRID_TILE_DEFAULT);
     const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
     const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
     cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,

@@ -810,3 +810,578 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 #undef RNNT_DC_W
 #undef RNNT_DC
 }
+
+/* ---------------------------------------------------------------- the grid loop (cu_dec_grid) */
+
+namespace {
+
+constexpr int kGridSlots = 8; /* slots a block of the grid loop holds: nb <= 8 x blocks */
+constexpr int kGridChunk = 4; /* f4: groups of 4 emitters staged at a time */
+
+/* The greedy loop of the whole batch in one cooperative launch (issue 16 §3, large batches): per step,
+ * (A) each block takes the joint, argmax and rule of its slots (b = block, block + blocks, ...: the
+ * cluster loop's joint code, clu_logits + clu_logit_partials, in k_joint_argmax's warp groups), then
+ * grid.sync; every block builds the ascending emitter list from the slots' flags; (B) each predictor
+ * layer of the emitters, unit j on block j % blocks, its warps over groups of 4 rows (clu_unit_dot: the
+ * per-step kernels' sums), grid.sync after each layer; (C) the joint's predictor projection, output o
+ * on block o % blocks, grid.sync. A step without an emitter costs one grid barrier. flags: [2][nb] ints
+ * (by step parity: a block may start the next step's joint while another still reads this step's). */
+template <typename S, bool HARD, bool RELU>
+__global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
+                                                          cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
+                                                          long long *trace)
+{
+    cg::grid_group grid = cg::this_grid();
+    /* phase clocks (trace, RNNT_CUDA_DEC_TRACE=1: thread 0 of block 0): joint+rule, barrier, list, layers, their
+     * barriers, projection, its barrier; steps, predictor steps */
+    const bool tr = trace && blockIdx.x == 0 && threadIdx.x == 0;
+    long long tr_c[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tr_last = tr ? clock64() : 0;
+#define GRID_T(k)                                 \
+    do {                                          \
+        if (tr) {                                 \
+            long long now_ = clock64();           \
+            tr_c[k] += now_ - tr_last;            \
+            tr_last = now_;                       \
+        }                                         \
+    } while (0)
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float wbest[kWarps * kCluG], wsum[kWarps * kCluG];
+    __shared__ int widx[kWarps * kCluG], wbad[kWarps * kCluG];
+    __shared__ int s_cnt[kWarps], s_lv[kWarps];
+    /* the decoder state of this block's slots b = block + blocks m (slot m here), as the cluster loop keeps it */
+    __shared__ int g_t[kGridSlots], g_lab[kGridSlots], g_tenc[kGridSlots], g_ntok[kGridSlots], g_e[kGridSlots],
+        g_status[kGridSlots], g_steps[kGridSlots], g_skip[kGridSlots], g_done[kGridSlots], g_k[kGridSlots];
+    __shared__ float g_p[kGridSlots];
+    const int J = net.J, n_out = net.n_out, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nblk = (int)gridDim.x, bid = (int)blockIdx.x;
+    const int fstride = *net.fstride_dev;
+    float *hid = (float *)sm;                                   /* [J] */
+    float *zs = hid + ((J + 3) & ~3);                           /* [n_out] */
+    int *rows = (int *)(zs + ((n_out + 3) & ~3));               /* [nb]: the step's emitters, ascending */
+    int *rows_e = rows + nb, *rows_k = rows_e + nb;             /* [nb] each: their e and k */
+    const S *wout = (const S *)net.wout;
+    for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
+        g_t[m] = st.t[b], g_lab[m] = st.labels[b], g_tenc[m] = st.t_enc[b], g_ntok[m] = st.n_tok[b], g_e[m] = st.e[b];
+        g_status[m] = st.status[b], g_steps[m] = st.steps[b], g_skip[m] = st.skipped[b], g_done[m] = st.done[b];
+        g_k[m] = st.k[b], g_p[m] = 0.0f;
+    }
+    __syncthreads();
+    /* wsm (tile only): the block's kWarps units of each layer (row w * 4 + g: w_ih then w_hh), its kWarps
+     * projection rows and the joint's output layer, copied into shared memory once (grid_wsm_bytes) */
+    S *ws_base = (S *)(sm + (((size_t)((J + 3) & ~3) + ((n_out + 3) & ~3) + 3 * (size_t)nb) * 4 + 15) / 16 * 16);
+    float4 *w4_base = NULL, *x4 = NULL; /* f4: [layer][kWarps][I + H] gate quadruples; [kGridChunk][max I + H] */
+    if (wsm) {
+        S *wp = ws_base;
+        for (int l = 0; l < net.n_pred && !f4; l++) {
+            const cu_dec_fused_layer &L = net.L[l];
+            const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), rl = L.ld_ih + L.ld_hh;
+            for (int x = threadIdx.x; x < kWarps * 4 * rl; x += blockDim.x) {
+                const int r = x / rl, q = x % rl, j = (bid / S_) * kWarps + r / 4, g = r % 4;
+                wp[x] = bid < nug * S_ && j < L.H
+                            ? (q < L.ld_ih ? ((const S *)L.w_ih)[(size_t)(g * L.H + j) * L.ld_ih + q]
+                                           : ((const S *)L.w_hh)[(size_t)(g * L.H + j) * L.ld_hh + q - L.ld_ih])
+                            : (S)0.0f;
+            }
+            wp += (size_t)kWarps * 4 * rl;
+        }
+        {
+            const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog);
+            for (int x = threadIdx.x; x < kWarps * net.ldwp; x += blockDim.x) {
+                const int o = (bid / S_) * kWarps + x / net.ldwp;
+                wp[x] = bid < nog * S_ && o < J ? ((const S *)net.wp)[(size_t)o * net.ldwp + x % net.ldwp] : (S)0.0f;
+            }
+            wp += (size_t)kWarps * net.ldwp;
+        }
+        for (int x = threadIdx.x; x < n_out * net.ldw; x += blockDim.x) wp[x] = ((const S *)net.wout)[x];
+        wout = wp;
+        wp += (size_t)n_out * net.ldw;
+        if (f4) {
+            /* each unit's four gate rows as float quadruples, w_ih then w_hh: one 16-byte load feeds 4 x 4 FMAs */
+            w4_base = (float4 *)((unsigned char *)ws_base + ((size_t)((unsigned char *)wp - (unsigned char *)ws_base) + 15) / 16 * 16);
+            float4 *w4 = w4_base;
+            for (int l = 0; l < net.n_pred; l++) {
+                const cu_dec_fused_layer &L = net.L[l];
+                const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), IH = L.I + L.H;
+                for (int x = threadIdx.x; x < kWarps * IH; x += blockDim.x) {
+                    const int w = x / IH, q = x % IH, j = (bid / S_) * kWarps + w;
+                    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    if (bid < nug * S_ && j < L.H)
+#pragma unroll
+                        for (int g = 0; g < 4; g++)
+                            v[g] = cu_ld(q < L.I ? &((const S *)L.w_ih)[(size_t)(g * L.H + j) * L.ld_ih + q]
+                                                 : &((const S *)L.w_hh)[(size_t)(g * L.H + j) * L.ld_hh + q - L.I]);
+                    w4[x] = make_float4(v[0], v[1], v[2], v[3]);
+                }
+                w4 += (size_t)kWarps * IH;
+            }
+            x4 = w4; /* the projection reads its rows from the staged S rows (fp32 copies cost L1: run 3) */
+        }
+        __syncthreads();
+    }
+    for (int iter = 1;; iter++) {
+        /* per slot: x = emits | live << 1 | (k + 1) << 2, y = e (after the rule) */
+        int2 *fl = (int2 *)flags + (size_t)(iter & 1) * nb;
+        /* (A) joint + argmax + rule of this block's slots */
+        for (int m = 0, b = bid; b < nb; m++, b += nblk) {
+            if (!g_done[m]) { /* block-uniform */
+                const float *f = net.fproj + ((size_t)b * fstride + g_t[m]) * net.ldf;
+                const float *g = net.gp + (size_t)b * net.ldg;
+                for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
+                __syncthreads();
+                clu_logits<S, 1, kWarps>(hid, J, wout, net.ldw, net.bout, n_out, warp, lane, zs, 0);
+                __syncthreads();
+                clu_logit_partials(zs, 1, n_out, warp, lane, wbest, wsum, widx, wbad);
+                __syncthreads();
+                if (warp == 0) {
+                    int bo, anybad;
+                    float bv = best_of_warps<kWarps>(wbest, widx, wbad, kCluG, n_out, lane, &bo, &anybad);
+                    float p = softmax_of_best_warp<kWarps>(wbest, wsum, kCluG, lane, bv);
+                    if (lane == 0) {
+                        int kk = (anybad || bo == n_out) ? -1 : bo, emits = 0, live = 0;
+                        /* the rule on the shared-memory state: slot m here; tokens, frames and probabilities of
+                         * slot b in memory (rows b - m apart so that row m is slot b's) */
+                        cu_dec_state lst = st;
+                        lst.t = g_t, lst.labels = g_lab, lst.t_enc = g_tenc, lst.n_tok = g_ntok, lst.e = g_e;
+                        lst.status = g_status, lst.steps = g_steps, lst.skipped = g_skip, lst.done = g_done;
+                        lst.k = g_k, lst.p = g_p;
+                        lst.tokens = st.tokens + (size_t)(b - m) * st.cap, lst.frames = st.frames + (size_t)(b - m) * st.cap;
+                        lst.probs = st.probs ? st.probs + (size_t)(b - m) * st.cap : NULL;
+                        g_k[m] = kk;
+                        g_p[m] = kk >= 0 ? p : 0.0f;
+                        dec_rule_slot(rule, lst, m, iter > rule.max_iters, &emits, &live);
+                        fl[b] = make_int2(emits | (live << 1) | ((kk + 1) << 2), g_e[m]);
+                    }
+                }
+            } else if (threadIdx.x == 0) {
+                fl[b] = make_int2(0, 0);
+            }
+            __syncthreads(); /* hid, the partials and the slot's state are rewritten for the next slot */
+        }
+        GRID_T(0);
+        grid.sync();
+        GRID_T(1);
+        if (tr) tr_c[7]++;
+        /* the emitters in ascending order, and whether any slot is live (the same in every block) */
+        int n = 0, any = 0;
+        for (int b0 = 0; b0 < nb; b0 += blockDim.x) {
+            const int b = b0 + (int)threadIdx.x;
+            const int2 f2 = b < nb ? fl[b] : make_int2(0, 0);
+            const int fb = f2.x;
+            const unsigned em = __ballot_sync(0xffffffffu, fb & 1), lv = __ballot_sync(0xffffffffu, fb & 2);
+            if (lane == 0) s_cnt[warp] = __popc(em), s_lv[warp] = lv != 0u;
+            __syncthreads();
+            int off = n;
+            for (int w = 0; w < kWarps; w++) {
+                if (w < warp) off += s_cnt[w];
+                n += s_cnt[w];
+                any |= s_lv[w];
+            }
+            if (fb & 1) {
+                const int r = off + __popc(em & ((1u << lane) - 1u));
+                rows[r] = b, rows_e[r] = f2.y, rows_k[r] = (fb >> 2) - 1;
+            }
+            __syncthreads(); /* s_cnt is rewritten by the next chunk; rows complete */
+        }
+        GRID_T(2);
+        if (!any) break;
+        if (n == 0) continue;
+        if (tr) tr_c[8]++;
+        const int groups = (n + 3) / 4;
+        /* (B) the predictor layers of the emitters */
+        for (int l = 0; l < net.n_pred; l++) {
+            const cu_dec_fused_layer &L = net.L[l];
+            const int nu = L.H > bid ? (L.H - bid + nblk - 1) / nblk : 0;
+            const S *xemb = l == 0 ? (const S *)net.emb : NULL;
+            const S *xh = l == 0 ? NULL : (const S *)net.L[l - 1].h;
+            const size_t xpar = l == 0 ? 0 : net.L[l - 1].hpar;
+            const int ldx = l == 0 ? net.ld_emb : net.L[l - 1].ldh;
+            S *h = (S *)L.h;
+            const S *wl = ws_base; /* this layer's staged rows (wsm) */
+            for (int l2 = 0; l2 < l; l2++) wl += (size_t)kWarps * 4 * (net.L[l2].ld_ih + net.L[l2].ld_hh);
+            /* unit j, emitters r0 .. r0 + 3 */
+            auto unit_task = [&](int j, int r0) {
+                const int nr = min(4, n - r0);
+                const S *wi[4], *wh[4];
+#pragma unroll
+                for (int g = 0; g < 4; g++) {
+                    if (wsm) {
+                        wi[g] = wl + (size_t)((j % kWarps) * 4 + g) * (L.ld_ih + L.ld_hh);
+                        wh[g] = wi[g] + L.ld_ih;
+                    } else {
+                        wi[g] = (const S *)L.w_ih + (size_t)(g * L.H + j) * L.ld_ih;
+                        wh[g] = (const S *)L.w_hh + (size_t)(g * L.H + j) * L.ld_hh;
+                    }
+                }
+                const S *x[4], *hold[4];
+                int bs[4], es[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int rr = r0 + min(q, nr - 1), b = rows[rr], e = rows_e[rr];
+                    bs[q] = b;
+                    es[q] = e;
+                    x[q] = xemb ? xemb + (size_t)rows_k[rr] * ldx : xh + (size_t)(e & 1) * xpar + (size_t)b * ldx;
+                    hold[q] = h + (size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh;
+                }
+                float acc[4][4];
+                if (nr == 1)
+                    clu_unit_dot<S, 1>(x, hold, L.I, L.H, wi, wh, lane, acc);
+                else
+                    clu_unit_dot<S, 4>(x, hold, L.I, L.H, wi, wh, lane, acc);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    if (q >= nr) break;
+                    float a[4];
+#pragma unroll
+                    for (int g = 0; g < 4; g++) a[g] = __fadd_rn(warp_sum(acc[q][g]), L.bias[g * L.H + j]);
+                    if (lane == 0) {
+                        const int b = bs[q];
+                        float *cp = L.c + (size_t)b * L.ldc + j;
+                        float cn, hn;
+                        lstm_cell<HARD>(a, *cp, &cn, &hn);
+                        *cp = cn;
+                        cu_st(&h[(size_t)(es[q] & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                    }
+                }
+            };
+            if (f4) {
+                /* the block's groups of 4 emitters, kGridChunk at a time: their inputs (x, then the old h) as float
+                 * quadruples (one per emitter) in shared memory, then warp w runs unit w of the group over them:
+                 * lane l sums elements l, l + 32, ... (x part, then h part) as clu_unit_dot does, and the 16 sums
+                 * (4 emitters x 4 gates) are reduced in warp_sum's tree with each lane keeping half at each
+                 * stage, so lane 2a and 2a + 1 end with sum a = emitter a / 4, gate a % 4: the same bits */
+                const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), j = (bid / S_) * kWarps + warp;
+                const int IH = L.I + L.H;
+                const float4 *w4 = w4_base;
+                for (int l2 = 0; l2 < l; l2++) w4 += (size_t)kWarps * (net.L[l2].I + net.L[l2].H);
+                w4 += (size_t)warp * IH;
+                const float bz = j < L.H ? L.bias[((lane >> 1) & 3) * L.H + j] : 0.0f;
+                if (bid < nug * S_)
+                    for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
+                        const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
+                        /* 4 elements a thread at a time: their 16 loads in flight together */
+                        for (int x0 = threadIdx.x; x0 < nch * IH; x0 += 4 * blockDim.x) {
+                            float v[4][4];
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x, xc = min(x, nch * IH - 1);
+                                const int ci = xc / IH, q = xc % IH, r0 = (c0 + S_ * ci) * 4, nr = min(4, n - r0);
+#pragma unroll
+                                for (int r = 0; r < 4; r++) {
+                                    const int rr = r0 + min(r, nr - 1), b = rows[rr], e = rows_e[rr];
+                                    v[u][r] = cu_ld(q < L.I ? (xemb ? &xemb[(size_t)rows_k[rr] * ldx + q]
+                                                                    : &xh[(size_t)(e & 1) * xpar + (size_t)b * ldx + q])
+                                                            : &h[(size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh + q - L.I]);
+                                }
+                            }
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x;
+                                if (x < nch * IH) x4[x] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
+                            }
+                        }
+                        __syncthreads();
+                        for (int ci = 0; ci < nch && j < L.H; ci++) {
+                            const float4 *xq = x4 + (size_t)ci * IH;
+                            float acc[16];
+#pragma unroll
+                            for (int a = 0; a < 16; a++) acc[a] = 0.0f;
+#pragma unroll 4
+                            for (int q = lane; q < L.I; q += 32) {
+                                const float4 w = w4[q], xv = xq[q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                                for (int r = 0; r < 4; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+#pragma unroll 4
+                            for (int q = lane; q < L.H; q += 32) {
+                                const float4 w = w4[L.I + q], xv = xq[L.I + q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                                for (int r = 0; r < 4; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+                            /* warp_sum's tree (xor 16, 8, 4, 2, 1), each lane keeping the half its lane bit picks */
+                            float u8[8], u4[4], u2[2];
+                            bool hi = lane & 16;
+#pragma unroll
+                            for (int i = 0; i < 8; i++)
+                                u8[i] = (hi ? acc[i + 8] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 8], 16);
+                            hi = lane & 8;
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                u4[i] = (hi ? u8[i + 4] : u8[i]) + __shfl_xor_sync(0xffffffffu, hi ? u8[i] : u8[i + 4], 8);
+                            hi = lane & 4;
+#pragma unroll
+                            for (int i = 0; i < 2; i++)
+                                u2[i] = (hi ? u4[i + 2] : u4[i]) + __shfl_xor_sync(0xffffffffu, hi ? u4[i] : u4[i + 2], 4);
+                            hi = lane & 2;
+                            float u1 = (hi ? u2[1] : u2[0]) + __shfl_xor_sync(0xffffffffu, hi ? u2[0] : u2[1], 2);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 1);
+                            const float z = __fadd_rn(u1, bz); /* emitter lane >> 3, gate (lane >> 1) & 3 */
+                            const int base8 = lane & ~7;
+                            float a[4];
+#pragma unroll
+                            for (int g = 0; g < 4; g++) a[g] = __shfl_sync(0xffffffffu, z, base8 + 2 * g);
+                            const int r0 = (c0 + S_ * ci) * 4, r = lane >> 3;
+                            if ((lane & 7) == 0 && r < min(4, n - r0)) {
+                                const int b = rows[r0 + r], e = rows_e[r0 + r];
+                                float *cp = L.c + (size_t)b * L.ldc + j;
+                                float cn, hn;
+                                lstm_cell<HARD>(a, *cp, &cn, &hn);
+                                *cp = cn;
+                                cu_st(&h[(size_t)(e & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                            }
+                        }
+                        __syncthreads(); /* x4 is restaged */
+                    }
+            } else if (tile) { /* block = (group of kWarps units, slice of the emitter groups); warp w unit w of the group */
+                const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), j = (bid / S_) * kWarps + warp;
+                if (bid < nug * S_ && j < L.H)
+                    for (int grp = bid % S_; grp < groups; grp += S_) unit_task(j, grp * 4);
+            } else {
+                for (int task = warp; task < nu * groups; task += kWarps) unit_task(bid + nblk * (task % nu), (task / nu) * 4);
+            }
+            GRID_T(3);
+            grid.sync(); /* the next layer (or the projection) reads every unit's new h */
+            GRID_T(4);
+        }
+        /* (C) the joint's predictor projection of the emitters */
+        {
+            const cu_dec_fused_layer &T = net.L[net.n_pred - 1];
+            const int no = J > bid ? (J - bid + nblk - 1) / nblk : 0;
+            const S *wpj = ws_base; /* the staged projection rows (wsm) */
+            for (int l2 = 0; l2 < net.n_pred && !f4; l2++) wpj += (size_t)kWarps * 4 * (net.L[l2].ld_ih + net.L[l2].ld_hh);
+            auto out_task = [&](int o, int r0) {
+                const int nr = min(4, n - r0);
+                const S *wr = wsm ? wpj + (size_t)(o % kWarps) * net.ldwp : (const S *)net.wp + (size_t)o * net.ldwp;
+                const S *g[4];
+                float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int rr = r0 + min(q, nr - 1);
+                    g[q] = (const S *)T.h + (size_t)(rows_e[rr] & 1) * T.hpar + (size_t)rows[rr] * T.ldh;
+                }
+                if (nr == 1)
+                    clu_dot_batched<S, S, 1, 1, 8>(g, T.H, &wr, lane, (float(*)[1])s);
+                else
+                    clu_dot_batched<S, S, 1, 4, 2>(g, T.H, &wr, lane, (float(*)[1])s);
+                const float bo = net.jb[o];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float v = warp_sum(s[q]);
+                    if (lane == 0 && q < nr) net.gp[(size_t)rows[r0 + q] * net.ldg + o] = __fadd_rn(v, bo);
+                }
+            };
+            if (f4) {
+                /* as the layers' f4 path: the emitters' h as fp32 quadruples, output w of the block's group per
+                 * warp, 4 sums reduced in warp_sum's tree (lane 8 r ends with emitter r's) */
+                const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
+                const int Hl = T.H;
+                const S *wq = wpj + (size_t)warp * net.ldwp;
+                const float bo = o < J ? net.jb[o] : 0.0f;
+                if (bid < nog * S_)
+                    for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
+                        const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
+                        for (int x0 = threadIdx.x; x0 < nch * Hl; x0 += 4 * blockDim.x) {
+                            float v[4][4];
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x, xc = min(x, nch * Hl - 1);
+                                const int ci = xc / Hl, q = xc % Hl, r0 = (c0 + S_ * ci) * 4, nr = min(4, n - r0);
+#pragma unroll
+                                for (int r = 0; r < 4; r++) {
+                                    const int rr = r0 + min(r, nr - 1);
+                                    v[u][r] = cu_ld(&((const S *)T.h)[(size_t)(rows_e[rr] & 1) * T.hpar + (size_t)rows[rr] * T.ldh + q]);
+                                }
+                            }
+#pragma unroll
+                            for (int u = 0; u < 4; u++) {
+                                const int x = x0 + u * (int)blockDim.x;
+                                if (x < nch * Hl) x4[x] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
+                            }
+                        }
+                        __syncthreads();
+                        for (int ci = 0; ci < nch && o < J; ci++) {
+                            const float4 *xq = x4 + (size_t)ci * Hl;
+                            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+                            for (int q = lane; q < Hl; q += 32) {
+                                const float w = cu_ld(&wq[q]);
+                                const float4 xv = xq[q];
+                                acc[0] = fmaf(w, xv.x, acc[0]);
+                                acc[1] = fmaf(w, xv.y, acc[1]);
+                                acc[2] = fmaf(w, xv.z, acc[2]);
+                                acc[3] = fmaf(w, xv.w, acc[3]);
+                            }
+                            bool hi = lane & 16;
+                            float u2[2];
+#pragma unroll
+                            for (int i = 0; i < 2; i++)
+                                u2[i] = (hi ? acc[i + 2] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 2], 16);
+                            hi = lane & 8;
+                            float u1 = (hi ? u2[1] : u2[0]) + __shfl_xor_sync(0xffffffffu, hi ? u2[0] : u2[1], 8);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 4);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 2);
+                            u1 += __shfl_xor_sync(0xffffffffu, u1, 1);
+                            const int r0 = (c0 + S_ * ci) * 4, r = lane >> 3; /* lane 8 r: emitter r's sum */
+                            if ((lane & 7) == 0 && r < min(4, n - r0))
+                                net.gp[(size_t)rows[r0 + r] * net.ldg + o] = __fadd_rn(u1, bo);
+                        }
+                        __syncthreads(); /* x4 is restaged */
+                    }
+            } else if (tile) {
+                const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
+                if (bid < nog * S_ && o < J)
+                    for (int grp = bid % S_; grp < groups; grp += S_) out_task(o, grp * 4);
+            } else {
+                for (int task = warp; task < no * groups; task += kWarps) out_task(bid + nblk * (task % no), (task / no) * 4);
+            }
+        }
+        GRID_T(5);
+        grid.sync(); /* the next step's joint reads gp */
+        GRID_T(6);
+    }
+#undef GRID_T
+    if (tr)
+        for (int k = 0; k < 9; k++) trace[k] = tr_c[k];
+    for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
+        st.t[b] = g_t[m], st.labels[b] = g_lab[m], st.n_tok[b] = g_ntok[m], st.e[b] = g_e[m], st.status[b] = g_status[m];
+        st.steps[b] = g_steps[m], st.skipped[b] = g_skip[m], st.done[b] = g_done[m], st.k[b] = g_k[m];
+    }
+}
+
+size_t grid_smem(const cu_dec_fused_net *net, int nb)
+{
+    return ((size_t)((net->J + 3) & ~3) + (size_t)((net->n_out + 3) & ~3) + 3 * (size_t)nb) * 4;
+}
+
+/* The weights k_dec_grid keeps in shared memory with wsm (bytes, after grid_smem rounded up to 16). */
+size_t grid_wsm_bytes(const cu_dec_fused_net *net, size_t esz, int f4)
+{
+    size_t n = (size_t)kWarps * net->ldwp + (size_t)net->n_out * net->ldw;
+    for (int l = 0; l < net->n_pred && !f4; l++) n += (size_t)kWarps * 4 * (net->L[l].ld_ih + net->L[l].ld_hh);
+    return n * esz;
+}
+
+/* f4's float quadruples after that (rounded up to 16): the units' gate rows and the emitters' inputs. */
+size_t grid_f4_bytes(const cu_dec_fused_net *net)
+{
+    size_t w = 0, xmax = 0, hl = (size_t)net->L[net->n_pred - 1].H;
+    for (int l = 0; l < net->n_pred; l++) {
+        size_t ih = (size_t)net->L[l].I + net->L[l].H;
+        w += (size_t)kWarps * ih;
+        if (ih > xmax) xmax = ih;
+    }
+    if (hl > xmax) xmax = hl;
+    return (w + (size_t)kGridChunk * xmax) * 16;
+}
+
+template <typename S, bool HARD, bool RELU>
+rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st,
+                        const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
+{
+    auto kern = k_dec_grid<S, HARD, RELU>;
+    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
+    cu_dec_fused_net n = *net;
+    int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4;
+    long long *trace = pl->trace;
+    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,
+                    (void *)&flags, (void *)&tile, (void *)&wsm, (void *)&f4, (void *)&trace};
+    CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
+                                       pl->smem, stream));
+    return RNNT_OK;
+}
+
+template <typename S, bool HARD, bool RELU>
+int grid_blocks_per_sm(size_t smem)
+{
+    auto kern = k_dec_grid<S, HARD, RELU>;
+    int per = 0;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, kWarps * 32, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return per;
+}
+
+} // namespace
+
+int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                          int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why)
+{
+    memset(pl, 0, sizeof *pl);
+    *why = NULL;
+    int dev = 0, sms = 0, coop = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) {
+        cudaGetLastError();
+        *why = "device attributes unavailable";
+        return 0;
+    }
+    if (!coop) {
+        *why = "the device has no cooperative launch";
+        return 0;
+    }
+    if (net->n_pred < 1 || net->n_pred > CU_DEC_FUSED_MAX_PRED) {
+        *why = "predictor depth";
+        return 0;
+    }
+    pl->smem = grid_smem(net, nb);
+    if (pl->smem + 8 * 1024 > (size_t)optin) {
+        *why = "the joint's hidden vector does not fit in shared memory";
+        return 0;
+    }
+    if (wsm == 2) { /* the f4 layout where it fits */
+        size_t with = ((pl->smem + 15) / 16 * 16 + grid_wsm_bytes(net, dt == CU_F16 ? 2 : 4, 1) + 15) / 16 * 16 +
+                      grid_f4_bytes(net);
+        if (with + 8 * 1024 <= (size_t)optin) pl->smem = with, pl->wsm = 1, pl->f4 = 1;
+    }
+    if (wsm && !pl->wsm) { /* the weights too, where they fit beside the rest */
+        size_t with = (pl->smem + 15) / 16 * 16 + grid_wsm_bytes(net, dt == CU_F16 ? 2 : 4, 0);
+        if (with + 8 * 1024 <= (size_t)optin) pl->smem = with, pl->wsm = 1;
+    }
+    const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
+    int per;
+    if (dt == CU_F16)
+        per = hard ? (relu ? grid_blocks_per_sm<__half, true, true>(pl->smem) : grid_blocks_per_sm<__half, true, false>(pl->smem))
+                   : (relu ? grid_blocks_per_sm<__half, false, true>(pl->smem) : grid_blocks_per_sm<__half, false, false>(pl->smem));
+    else
+        per = hard ? (relu ? grid_blocks_per_sm<float, true, true>(pl->smem) : grid_blocks_per_sm<float, true, false>(pl->smem))
+                   : (relu ? grid_blocks_per_sm<float, false, true>(pl->smem) : grid_blocks_per_sm<float, false, false>(pl->smem));
+    if (per < 1) {
+        *why = "the grid loop's block does not fit on an SM";
+        return 0;
+    }
+    if (blocks_per_sm > 0 && per > blocks_per_sm) per = blocks_per_sm;
+    pl->blocks = per * sms;
+    if (nb > kGridSlots * pl->blocks) {
+        *why = "more slots than the grid loop's blocks hold";
+        return 0;
+    }
+    return 1;
+}
+
+rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                        const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
+                        int *flags, char *err, size_t errlen)
+{
+    if (nb <= 0) return RNNT_OK;
+    const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
+#define RNNT_DG(S)                                                                                             \
+    do {                                                                                                       \
+        if (hard)                                                                                              \
+            return relu ? launch_grid<S, true, true>(stream, nb, pl, rule, st, net, flags, err, errlen)        \
+                        : launch_grid<S, true, false>(stream, nb, pl, rule, st, net, flags, err, errlen);      \
+        return relu ? launch_grid<S, false, true>(stream, nb, pl, rule, st, net, flags, err, errlen)           \
+                    : launch_grid<S, false, false>(stream, nb, pl, rule, st, net, flags, err, errlen);         \
+    } while (0)
+    if (dt == CU_F16) RNNT_DG(__half);
+    RNNT_DG(float);
+#undef RNNT_DG
+}
+

@@ -87,4 +87,29 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
                            const cu_dec_cluster_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
                            char *err, size_t errlen);
 
+/* The loop of a large batch in one cooperative launch over the whole device (cu_dec_grid, issue 16 §3):
+ * each step, every block runs the joint, argmax and rule of its slots (slot b on block b % blocks), a grid
+ * barrier, then the predictor layers and the joint projection of the step's emitters spread over every
+ * block (unit j / output o on block j % blocks, groups of 4 emitters per warp task), a grid barrier after
+ * each. The sums are the per-step kernels' (the cluster loop's dot products, k_joint_argmax's warp groups
+ * for the label probability), so the bits are the WHILE graph's. */
+typedef struct {
+    int blocks;   /* all co-resident: blocks per SM x SMs */
+    size_t smem;  /* dynamic shared memory per block */
+    int tile;     /* 1: a block takes kWarps units (outputs) and a slice of the emitters, so its warps share the
+                     emitters' inputs in L1; 0: units spread one by one over the blocks */
+    int wsm;      /* with tile: the block's unit and projection rows and the joint's output layer in shared memory */
+    int f4;       /* with wsm: the unit rows as fp32 gate quadruples and the emitters' inputs staged as fp32 emitter
+                     quadruples (16-byte loads, 16 FMAs each, no conversions), the sums reduced in warp_sum's tree */
+    long long *trace; /* NULL, or 9 device words: block 0's phase clocks (lab) */
+} cu_dec_grid_plan;
+/* blocks_per_sm: at most this many (0: as many as fit); wsm: 1 the weights in shared memory where they fit, 2 the
+ * f4 layout where it fits (else as 1). 0 when it cannot run here (*why says why). */
+int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                          int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why);
+/* flags: device ints [2][nb][2] (16-byte aligned), scratch. */
+rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
+                        const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
+                        int *flags, char *err, size_t errlen);
+
 #endif

@@ -40,6 +40,9 @@ struct cu_decoder {
     int unroll;          /* decoding steps per WHILE iteration */
     int group;           /* slots per block of the fused loop */
     int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
+    int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
+    int grid_tile;       /* its work split (cu_dec_grid_plan.tile; 2: tile with the weights in shared memory) */
+    int *flags;          /* the grid loop's [2][bcap] step flags (int2) */
     cudaEvent_t ev[4];
 };
 
@@ -125,7 +128,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     for (int i = 0; i < w->n_big; i++) d->rule.durations[i] = w->durations[i];
 
     size_t B = (size_t)d->bcap, esz = cu_dtype_size(w->dt), off = 0;
-    size_t o_int, o_tok, o_prob, o_gp;
+    size_t o_int, o_tok, o_prob, o_gp, o_flags;
     size_t *o_h = (size_t *)calloc((size_t)w->n_pred * 2, sizeof(size_t));
     if (!o_h) {
         cu_decoder_free(d);
@@ -141,6 +144,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     TAKE(o_tok, 2 * B * (size_t)d->cap * sizeof(int));
     TAKE(o_prob, (B + B * (size_t)d->cap) * sizeof(float));
     TAKE(o_gp, B * w->jp * sizeof(float));
+    TAKE(o_flags, 4 * B * sizeof(int));
     for (int l = 0; l < w->n_pred; l++) {
         TAKE(o_h[2 * l], 2 * B * w->pred[l].hp * esz);
         TAKE(o_h[2 * l + 1], B * w->pred[l].hp * sizeof(float));
@@ -181,6 +185,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->st.p = (float *)(a + o_prob);
     d->st.probs = d->st.p + B;
     d->gp = (float *)(a + o_gp);
+    d->flags = (int *)(a + o_flags);
     for (int l = 0; l < w->n_pred; l++) {
         d->ph[l] = a + o_h[2 * l];
         d->pc[l] = (float *)(a + o_h[2 * l + 1]);
@@ -191,6 +196,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->group = CU_DEC_GROUP_DEFAULT;
     d->cluster = 8;
     d->cluster_w = 8;
+    d->grid_tile = CU_DEC_GRID_TILE_DEFAULT;
     *out = d;
     return RNNT_OK;
 }
@@ -385,6 +391,11 @@ static void fused_net(const cu_decoder *d, const int *fstride_dev, const float *
 }
 
 void cu_decoder_set_group(cu_decoder *d, int group) { d->group = group; }
+void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile)
+{
+    d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm;
+    d->grid_tile = tile < 0 ? 0 : tile > 3 ? 3 : tile;
+}
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
@@ -402,7 +413,8 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
      * the cluster loop's label probabilities are summed in the per-step kernels' warp groups, so its results
      * are bitwise the graph's in any batch (main's e3a4019 had kept fp32 on the graph before that fix) */
     int auto_cluster = mode == CU_DEC_AUTO && n_live <= CU_DEC_AUTO_CLUSTER_MAX;
-    if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_WHILE;
+    int auto_grid = mode == CU_DEC_AUTO && !auto_cluster; /* the grid loop where its f4 layout fits */
+    if (mode == CU_DEC_AUTO) mode = auto_cluster ? CU_DEC_CLUSTER : CU_DEC_GRID;
     if (mode == CU_DEC_CLUSTER) {
         cu_dec_fused_net net;
         fused_net(d, fstride_dev, fproj, &net);
@@ -443,6 +455,41 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
             return enqueue_results(d, nb, err, errlen);
         }
         d->note = why; /* a static string: why the cluster loop cannot run; the WHILE graph instead */
+        mode = CU_DEC_WHILE;
+    }
+    if (mode == CU_DEC_GRID) {
+        cu_dec_fused_net net;
+        fused_net(d, fstride_dev, fproj, &net);
+        cu_dec_grid_plan pl;
+        const char *why = NULL;
+        const int tile = auto_grid ? 3 : d->grid_tile;
+        if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
+                                  tile >= 2 ? tile - 1 : 0, &pl, &why) &&
+            (!auto_grid || pl.f4)) {
+            pl.tile = tile != 0;
+            RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
+            const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
+            long long *tdev = NULL;
+            if (tv && *tv == '1') {
+                CU_TRY(cudaMalloc((void **)&tdev, 16 * sizeof(long long)));
+                CU_TRY(cudaMemsetAsync(tdev, 0, 16 * sizeof(long long), d->s));
+                pl.trace = tdev;
+            }
+            RNNT_TRY(cu_dec_grid(d->s, d->w->dt, d->w->act, d->w->joint_act, nb, &pl, d->rule, d->st, &net, d->flags,
+                                 err, errlen));
+            if (tdev) {
+                long long h[16];
+                CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
+                CU_TRY(cudaStreamSynchronize(d->s));
+                cudaFree(tdev);
+                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                                "sync %.1f list %.1f layers %.1f layer-sync %.1f proj %.1f proj-sync %.1f (kcycles)\n",
+                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        h[4] / 1e3, h[5] / 1e3, h[6] / 1e3);
+            }
+            return enqueue_results(d, nb, err, errlen);
+        }
+        d->note = why ? why : "the grid loop's f4 layout does not fit in shared memory"; /* static; WHILE instead */
         mode = CU_DEC_WHILE;
     }
     if (mode == CU_DEC_FUSED) {

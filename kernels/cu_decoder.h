@@ -10,9 +10,11 @@
  * CU_DEC_PROFILE (host loop with events around each phase: the time split, at the cost of a sync per
  * step), CU_DEC_FUSED (the whole loop in one kernel, cu_dec_fused.h, built from the same device
  * functions), CU_DEC_CLUSTER (the whole loop in one kernel per cluster of blocks with the predictor's
- * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), and CU_DEC_AUTO (the default: the cluster loop
- * with one slot per cluster of 16 blocks of 16 warps up to CU_DEC_AUTO_CLUSTER16_MAX utterances, of 8 blocks up
- * to CU_DEC_AUTO_CLUSTER_MAX, where it fits; the WHILE graph otherwise). All modes give the same results (fp32:
+ * weights in shared memory, cu_dec_cluster in cu_dec_fused.h), CU_DEC_GRID (the whole loop in one cooperative
+ * launch over the device, the emitters' predictor spread over every block between grid barriers, cu_dec_grid), and
+ * CU_DEC_AUTO (the default: the cluster loop with one slot per cluster of 16 blocks of 16 warps up to
+ * CU_DEC_AUTO_CLUSTER16_MAX utterances, of 8 blocks up to CU_DEC_AUTO_CLUSTER_MAX, where it fits; the grid loop
+ * above, where its f4 layout fits; the WHILE graph otherwise). All modes give the same results (fp32:
  * bitwise, label probabilities included; fp16: the same tokens). One thread at a time. */
 #ifndef RNNT_CU_DECODER_H
 #define RNNT_CU_DECODER_H
@@ -21,7 +23,7 @@
 #include "cu_weights.h"
 
 typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUSED = 3, CU_DEC_CLUSTER = 4,
-               CU_DEC_AUTO = 5 } cu_dec_mode;
+               CU_DEC_AUTO = 5, CU_DEC_GRID = 6 } cu_dec_mode;
 /* CU_DEC_AUTO's cluster-loop bounds, in utterances (the slots are rounded up to 8), from bench_engine's decode
  * loop on the shipped model (H100, fp16, 10 s utterances, tests/gpu/results/h100-2026-11-24-s3-decode2/), a slot
  * per cluster of 16 warps a block: 16 blocks a cluster 1.95 / 2.06 / 2.30 / 2.32 ms at B 1 / 2 / 4 / 6 but 3.75
@@ -29,7 +31,12 @@ typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUS
  * the WHILE graph 4.21 / 5.17 / 6.24 / 6.41 / 6.48 / 6.41 / 6.97 / 6.95 there, and ahead at 32 (7.6 against 7.9
  * with 2 slots per cluster of 8). */
 #define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
-#define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the WHILE graph */
+#define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the grid loop */
+/* Above CU_DEC_AUTO_CLUSTER_MAX, CU_DEC_AUTO takes the grid loop (cu_dec_grid) with its f4 layout (tile 3) where
+ * that fits in shared memory (the shipped model: yes; the MLPerf-shaped predictor 2 x 320: no), else the WHILE
+ * graph: run 2 of tests/gpu/results/h100-2026-11-24-s4-decode3/ (shipped model, fp16), decode loop ms f4 grid /
+ * WHILE: B 24 6.01 / 7.2-7.4, 32 6.18-6.25 / 7.43, 64 7.73 / 10.2, 128 10.47-10.64 / 13.70, 256 14.84-14.88 / 18.43;
+ * the cluster loop stays ahead up to 16 (B 16: 5.00 against 5.79). */
 
 typedef struct cu_decoder cu_decoder;
 
@@ -66,6 +73,11 @@ void cu_decoder_set_group(cu_decoder *d, int group);
  * and slots per cluster (0: as many as spread the batch over the device's SMs; else at most
  * CU_DEC_CLUSTER_MAX_G). */
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
+/* Blocks per SM of CU_DEC_GRID (0, the default: as many as fit) and its work split (tile 1: a block per group of
+ * units and slice of the emitters; 2: the same with its weights in shared memory where they fit; 3, the default: the
+ * same with the dot products on fp32 quadruples where they fit (cu_dec_grid_plan.f4); 0: units spread one by one). */
+#define CU_DEC_GRID_TILE_DEFAULT 3
+void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):

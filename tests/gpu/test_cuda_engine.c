@@ -299,7 +299,12 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                                      {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER", "16"},
                                      {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "3"},
                                      {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_G", "16"},
-                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_WARPS", "16"}};
+                                     {"RNNT_CUDA_DECODE", "cluster", "RNNT_CUDA_DEC_CLUSTER_WARPS", "16"},
+                                     {"RNNT_CUDA_DECODE", "grid", NULL, NULL},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_BLOCKS", "1"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "0"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "1"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "2"}};
     for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
         char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
@@ -328,14 +333,14 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
      * identical to the CPU (the persistent kernel is fp16-only, its fp32 runner is the default path),
      * fp16 counted against the CPU and bitwise batch-invariant */
     static const char *paths[] = {"RNNT_CUDA_PERSIST", "RNNT_CUDA_FUSED", "RNNT_CUDA_DECODE", "RNNT_CUDA_DECODE",
-                                  "RNNT_CUDA_DECODE"};
-    static const char *path_val[] = {"1", "1", "fused", "cluster", "cluster"};
+                                  "RNNT_CUDA_DECODE", "RNNT_CUDA_DECODE"};
+    static const char *path_val[] = {"1", "1", "fused", "cluster", "cluster", "grid"};
     /* the cluster loop with 5 slots per cluster (a batch of 16 leaves a partial last cluster), and with
      * 16 warps per block */
-    static const char *path_var2[] = {NULL, NULL, NULL, "RNNT_CUDA_DEC_CLUSTER_G", "RNNT_CUDA_DEC_CLUSTER_WARPS"};
-    static const char *path_g[] = {NULL, NULL, NULL, "5", "16"};
-    int samep[5] = {0, 0, 0, 0, 0};
-    for (int k = 0; k < 5; k++) {
+    static const char *path_var2[] = {NULL, NULL, NULL, "RNNT_CUDA_DEC_CLUSTER_G", "RNNT_CUDA_DEC_CLUSTER_WARPS", NULL};
+    static const char *path_g[] = {NULL, NULL, NULL, "5", "16", NULL};
+    int samep[6] = {0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 6; k++) {
         char *saved = env_push(paths[k], path_val[k]);
         char *saved_g = path_g[k] ? env_push(path_var2[k], path_g[k]) : NULL;
         rnnt_runner *rp = make_runner(m, RNNT_BACKEND_CUDA, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
@@ -376,7 +381,7 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
     g_fused_same += samep[1];
     printf("%s: %d utterances (max %d frames), %d labels, %d steps, %d frames skipped: fp32 identical to the CPU and "
            "batch-invariant, token probabilities within %.2g and word confidences within %.2g of the CPU's; fp16 %d/%d identical to the CPU, batch-invariant; loop modes agree; persistent fp16 %d/%d, fused-step fp16 %d/%d; "
-           "fused and cluster decoding fp32 identical to the CPU, fp16 to the default loop\n",
+           "fused, cluster and grid decoding fp32 identical to the CPU, fp16 to the default loop\n",
            dir, u.n, u.max_frames, labels, steps, skipped, pw, cw, same16, u.n, samep[0], u.n, samep[1], u.n);
     clear_all(cpu, u.n);
     clear_all(g32, u.n);
@@ -413,6 +418,99 @@ static void test_generated(void **state)
             tu_rmdir(dir);
         }
         assert_true(labels > 0);
+    }
+}
+
+/* The decoding loop at batch sizes the other tests do not reach (they decode at most MAX_B at a time), where the
+ * default switches loops: the utterances of a generated model repeated into batches of 17, 130 and 300, decoded
+ * by the default, the WHILE graph and the grid loop (cu_dec_grid, with as many blocks as fit and with one per SM),
+ * fp32 and fp16: every mode bitwise the WHILE graph's result in the same batch (tokens, frames, steps, label
+ * probabilities); fp32 tokens identical to the CPU's and probabilities within PROB_TOL. (Not against a runner
+ * of another max_batch: fp16 runners of up to 32 take the persistent recurrence.) */
+static void test_large_batch(void **state)
+{
+    (void)state;
+    static const int sizes[] = {17, 130, 300};
+    enum { n_sizes = 3, n_modes = 7, maxB = 300 };
+    static const char *modes[n_modes][4] = {{"RNNT_CUDA_DECODE", "while", NULL, NULL},
+                                            {NULL, NULL, NULL, NULL},
+                                            {"RNNT_CUDA_DECODE", "grid", NULL, NULL},
+                                            {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_BLOCKS", "1"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "0"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "1"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "2"}};
+    const int n_models = g_quick ? 1 : 2;
+    char err[512];
+    for (int mi = 0; mi < n_models; mi++) {
+        char *dir = tu_tmpdir();
+        gm_write_model(dir, &gen_models[mi], g_seed + 31 + (uint64_t)mi);
+        rnnt_model *m;
+        if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+        uint64_t seed = g_seed + 57 + (uint64_t)mi;
+        utts u;
+        make_utts(m, g_quick ? 40 : 90, &seed, &u);
+        rnnt_input *bin = calloc((size_t)maxB, sizeof *bin);
+        rnnt_result *ref = calloc((size_t)n_sizes * maxB, sizeof *ref), *out = calloc((size_t)maxB, sizeof *out);
+        assert_non_null(bin);
+        assert_non_null(ref);
+        assert_non_null(out);
+        rnnt_result cpu[N_UTT];
+        memset(cpu, 0, sizeof cpu);
+        {
+            rnnt_runner *rc = make_runner(m, RNNT_BACKEND_CPU, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+            int order[N_UTT];
+            for (int i = 0; i < u.n; i++) order[i] = i;
+            decode_order(rc, &u, order, MAX_B, cpu);
+            rnnt_runner_free(rc);
+        }
+        for (int prec = 0; prec < 2; prec++) {
+            rnnt_precision p = prec ? RNNT_PRECISION_FP16 : RNNT_PRECISION_FP32;
+            for (int k = 0; k < n_modes; k++) {
+                char *saved = modes[k][0] ? env_push(modes[k][0], modes[k][1]) : NULL;
+                char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
+                rnnt_runner *r = make_runner(m, RNNT_BACKEND_CUDA, p, maxB, u.max_frames);
+                if (modes[k][2]) env_pop(modes[k][2], saved2);
+                if (modes[k][0]) env_pop(modes[k][0], saved);
+                for (int s = 0; s < n_sizes; s++) {
+                    int nb = sizes[s];
+                    rnnt_result *want = ref + (size_t)s * maxB;
+                    for (int b = 0; b < nb; b++) bin[b] = u.in[(b * 7 + s) % u.n];
+                    memset(k == 0 ? want : out, 0, (size_t)nb * sizeof *out);
+                    if (rnnt_runner_decode(r, nb, bin, k == 0 ? want : out, NULL, err, sizeof err))
+                        fail_msg("decode: %s", err);
+                    for (int b = 0; b < nb; b++) {
+                        int i = (b * 7 + s) % u.n;
+                        if (k == 0) {
+                            if (!prec && (!same_result(&want[b], &cpu[i]) ||
+                                          (cpu[i].status == RNNT_OK && !(probs_diff(&want[b], &cpu[i]) <= PROB_TOL)))) {
+                                describe("large batch vs CPU", gen_models[mi].name, i, &u, &want[b], &cpu[i]);
+                                fail_msg("%s: fp32 WHILE graph, utterance %d in a batch of %d differs from the CPU",
+                                         gen_models[mi].name, i, nb);
+                            }
+                            continue;
+                        }
+                        if (!same_result(&out[b], &want[b]) || probs_diff(&out[b], &want[b]) != 0) {
+                            describe("large batch", gen_models[mi].name, i, &u, &out[b], &want[b]);
+                            fail_msg("%s: %s %s%s%s: slot %d of a batch of %d differs from the WHILE graph's",
+                                     gen_models[mi].name, prec ? "fp16" : "fp32", modes[k][0] ? modes[k][1] : "default",
+                                     modes[k][2] ? " " : "", modes[k][2] ? modes[k][2] : "", b, nb);
+                        }
+                        rnnt_result_clear(&out[b]);
+                    }
+                }
+                rnnt_runner_free(r);
+            }
+            clear_all(ref, n_sizes * maxB);
+        }
+        printf("%s: batches of 17, 130, 300: default, grid loop (all blocks, one per SM, units spread, weights not in shared memory, S weights in shared memory) bitwise the WHILE graph in "
+               "fp32 and fp16; fp32 identical to the CPU\n", gen_models[mi].name);
+        clear_all(cpu, u.n);
+        free(bin);
+        free(ref);
+        free(out);
+        free_utts(&u);
+        rnnt_model_free(m);
+        tu_rmdir(dir);
     }
 }
 
@@ -640,6 +738,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generated),  cmocka_unit_test(test_golden),  cmocka_unit_test(test_extra_models),
         cmocka_unit_test(test_fp16_agreement), cmocka_unit_test(test_numeric), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_large_batch),
     };
     /* RNNT_TEST_ONLY=pattern: only the tests whose names match (cmocka's * and ? globs); lets a slow
      * tool such as racecheck take one test per run. */
