@@ -5,7 +5,7 @@ The checkpoint of a piece lives only on the GPU machine and in the folder it was
 is lost, training continues from the shipped model instead. The weights were exported as F16, so the
 resumed model differs from the lost checkpoint by that rounding only (relative 2^-11 per weight).
 
-  python3 -m rnntd_train.ckpt_from_model models/en-char-small --step 9183 --pieces 1 2 3 4 5 6 --out .corpus/model-helper/ckpt.pt
+  python3 -m rnntd_train.ckpt_from_model models/en-char-small --step 17500 --pieces 1 2 3 4 5 6 9 11 12 --out .corpus/model-helper/ckpt.pt
 
 --step and --pieces restore the counters the model card gives (the learning-rate schedule and the
 start of SpecAugment depend on the step; the data seeds already used are kept for the record).

@@ -224,12 +224,50 @@ static void test_audio_and_formats(void **state)
     tu_rmdir(dir);
 }
 
+/* The shipped model's samples: the CLI's transcript of each sample, from its .npy and from its WAV,
+ * is samples.tsv's model_output column, so the table the quick start prints beside the references
+ * (and the model card quotes) cannot drift from what the engine says. */
+static void test_shipped_samples_as_listed(void **state)
+{
+    char model[1024], tsv[1200], cmd[8192], want[8192];
+    snprintf(model, sizeof model, "%s/../../models/en-char-small", tu_data_dir());
+    snprintf(tsv, sizeof tsv, "%s/samples/samples.tsv", model);
+    size_t len;
+    char *text = tu_read_file(tsv, &len);
+    assert_non_null(text);
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    assert_non_null(line);
+    assert_string_equal(line, "file\tengine\tvoice\taugmentation\treference\tmodel_output");
+    int rows = 0;
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        char *f[6], *c = line;   /* tab-separated; a field may be empty (a model may emit nothing) */
+        int n = 0;
+        while (n < 6) {
+            f[n++] = c;
+            if (!(c = strchr(c, '\t'))) break;
+            *c++ = 0;
+        }
+        if (n != 6) fail_msg("samples.tsv row %d: %d fields", rows + 1, n);
+        snprintf(cmd, sizeof cmd, "%s --model %s %s/samples/%s.npy %s/samples/%s.wav", cli(), model, model, f[0],
+                 model, f[0]);
+        assert_int_equal(run(cmd, out, sizeof out), 0);
+        if (snprintf(want, sizeof want, "%s/samples/%s.npy\t%s\n%s/samples/%s.wav\t%s\n", model, f[0], f[5], model,
+                     f[0], f[5]) >= (int)sizeof want)
+            fail_msg("samples.tsv row %d is too long", rows + 1);
+        if (strcmp(out, want)) fail_msg("%s: the CLI says\n%swhere samples.tsv says '%s'", f[0], out, f[5]);
+        rows++;
+    }
+    assert_int_equal(rows, 4);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transcribes_golden),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_audio_and_formats),
+        cmocka_unit_test(test_shipped_samples_as_listed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
