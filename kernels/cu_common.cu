@@ -47,3 +47,12 @@ const char *cu_blas_str(cublasStatus_t e)
     default: return "unknown status";
     }
 }
+
+cudaError_t cu_allow_max_smem(const void *func)
+{
+    int dev = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    return e;
+}

@@ -48,6 +48,12 @@ const char *cu_blas_str(cublasStatus_t e);
         if (s_ != RNNT_OK) return s_;                                                             \
     } while (0)
 
+/* Lets `func` take up to the device's opt-in maximum of dynamic shared memory. Always that value, never the
+ * launch's own amount: the attribute belongs to the kernel, not to a runner, so two runners on two threads
+ * that set it to their own amounts before launching one kernel undid each other between set and launch
+ * ("too many resources requested for launch" under the daemon's two workers). */
+cudaError_t cu_allow_max_smem(const void *func);
+
 static inline size_t cu_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static inline int cu_round_up_i(int x, int m) { return (x + m - 1) / m * m; }
 static inline int cu_div_up(int x, int m) { return (x + m - 1) / m; }

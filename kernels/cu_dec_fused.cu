@@ -680,7 +680,7 @@ rnnt_status launch_cluster(cudaStream_t stream, int nb, const cu_dec_cluster_pla
                            cu_dec_state st, const cu_dec_fused_net *net, char *err, size_t errlen)
 {
     auto kern = k_dec_cluster<S, HARD, RELU, W>;
-    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
+    CU_TRY(cu_allow_max_smem((const void *)kern));
     if (pl->C > 8) CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1] = {};
@@ -1284,7 +1284,7 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
                         const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
 {
     auto kern = k_dec_grid<S, HARD, RELU>;
-    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pl->smem));
+    CU_TRY(cu_allow_max_smem((const void *)kern));
     cu_dec_fused_net n = *net;
     int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4;
     long long *trace = pl->trace;
@@ -1300,7 +1300,7 @@ int grid_blocks_per_sm(size_t smem)
 {
     auto kern = k_dec_grid<S, HARD, RELU>;
     int per = 0;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+    if (cu_allow_max_smem((const void *)kern) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, kWarps * 32, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;

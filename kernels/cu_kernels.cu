@@ -381,8 +381,7 @@ rnnt_status cu_lstm_step_fused(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act a
 #define RNNT_FS(S, HARD, BT)                                                                                       \
     do {                                                                                                           \
         if (smem > 48 * 1024)                                                                                      \
-            CU_TRY(cudaFuncSetAttribute(k_lstm_step_fused<S, HARD, BT>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
-                                        (int)smem));                                                               \
+            CU_TRY(cu_allow_max_smem((const void *)k_lstm_step_fused<S, HARD, BT>));                               \
         k_lstm_step_fused<S, HARD, BT><<<grid, kWarps * 32, smem, stream>>>(                                        \
             nb, H, hp, (const S *)w_hh, (const S *)h_in, (S *)h_out, (const S *)x, ldx_b, bias, c, (S *)y, ldy_b, len, t); \
     } while (0)

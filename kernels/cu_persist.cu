@@ -388,7 +388,7 @@ rnnt_status cu_lstm_persist(cudaStream_t stream, rnnt_lstm_act act, int nb, int 
     if (sync < CU_PERSIST_SYNC_COUNTER || sync > CU_PERSIST_SYNC_WARP_BLOCK) sync = CU_PERSIST_SYNC_COUNTER;
     kern_t kern = act == RNNT_ACT_HARD ? pick_ks<true>(ks, nt, sync) : pick_ks<false>(ks, nt, sync);
     size_t smem = smem_of(nt);
-    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_TRY(cu_allow_max_smem((const void *)kern));
     int per_sm = 0, dev, sms = 0;
     CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem));
     CU_TRY(cudaGetDevice(&dev));

@@ -336,7 +336,7 @@ int cu_wave_fits(int n, int H, int nb_max)
     kern_t k = pick<false>(ks_of(H), nt);
     size_t smem = SMEM_BUDGET;
     int per_sm = 0;
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+    if (cu_allow_max_smem((const void *)k) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
@@ -371,7 +371,7 @@ rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, 
     if (C < 1) return cu_set_err(err, errlen, RNNT_ERR_UNSUPPORTED, "cuda: wavefront shared memory too small");
     size_t smem = fixed + (size_t)C * nb * 64;
     kern_t kern = act == RNNT_ACT_HARD ? pick<true>(ks, nt) : pick<false>(ks, nt);
-    CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CU_TRY(cu_allow_max_smem((const void *)kern));
     int per_sm = 0, dev, sms = 0;
     CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem));
     CU_TRY(cudaGetDevice(&dev));

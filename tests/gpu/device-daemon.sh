@@ -17,7 +17,7 @@
 #   7. racecheck: compute-sanitizer --tool racecheck on test_cuda_engine (RNNT_TEST_QUICK=1), one process per
 #      test and per golden model, in parallel (RACE_TESTS, each within RACE_TIMEOUT s; RACE_ENV as below).
 # Logs go to $OUT.   tests/gpu/device-daemon.sh [STEPS]   STEPS: comma list of
-#   cli,suite,load,load2,loaddefault,cpuload,engine,unit,quickenv,racecheck (default cli,suite,load,cpuload)
+#   cli,suite,load,load2,loaddefault,cpuload,realerr,engine,unit,quickenv,racecheck (default cli,suite,load,cpuload)
 set -u
 steps=${1:-cli,suite,load,cpuload}
 source tests/gpu/device-common.sh
@@ -126,6 +126,25 @@ PY
   else
     tail -20 "$OUT/rnntd-cuda.log"
   fi
+fi
+
+# realerr: the short-sample load alone under each setting of REALERR_ENVS (';'-separated NAME=VALUE, one
+# daemon each), with the daemon's error lines counted by message (to tell which path answers 500)
+if has realerr; then
+  IFS=';' read -ra variants <<< "${REALERR_ENVS:-RNNTD_SMALL_RUNNER=1}"
+  for v in "${variants[@]}"; do
+    log "realerr [$v]"
+    export "$v"
+    if start_daemon cuda "$GPU_CONF"; then
+      load "lone-[$v]" 1 1 10
+      load "real-[$v]" 8 64 15 $M/samples/*.npy
+      stop_daemon cuda
+      grep "level=error" "$OUT/rnntd-cuda.log" | sed 's/^ts=[^ ]* //; s/request_id=[^ ]* //; s/id=[0-9a-f-]* //' |
+        cut -c1-300 | sort | uniq -c | sort -rn | head -6
+      cp "$OUT/rnntd-cuda.log" "$OUT/rnntd-cuda-${v%%=*}-${v#*=}.log"
+    fi
+    unset "${v%%=*}"
+  done
 fi
 
 # serve_loads BACKEND CONFIG "LOAD ARGS"...: one daemon, several loads against it
