@@ -48,7 +48,8 @@ const char *cu_blas_str(cublasStatus_t e);
         if (s_ != RNNT_OK) return s_;                                                             \
     } while (0)
 
-/* Lets `func` take up to the device's opt-in maximum of dynamic shared memory. Always that value, never the
+/* Lets `func` take up to the device's opt-in maximum of shared memory (less its static shared memory) as
+ * dynamic shared memory. Always that value, never the
  * launch's own amount: the attribute belongs to the kernel, not to a runner, so two runners on two threads
  * that set it to their own amounts before launching one kernel undid each other between set and launch
  * ("too many resources requested for launch" under the daemon's two workers). */
