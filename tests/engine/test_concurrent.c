@@ -59,29 +59,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* "" when a and b are the same result bit for bit, else what differs */
-static void compare(const rnnt_result *a, const rnnt_result *b, int i, char *msg, size_t len)
-{
-    msg[0] = 0;
-    if (a->status != b->status || a->n_tokens != b->n_tokens || a->encoder_frames != b->encoder_frames ||
-        a->frames_skipped != b->frames_skipped || a->decode_steps != b->decode_steps) {
-        snprintf(msg, len, "utterance %d: status %d/%d tokens %d/%d frames %d/%d skipped %d/%d steps %d/%d", i,
-                 a->status, b->status, a->n_tokens, b->n_tokens, a->encoder_frames, b->encoder_frames,
-                 a->frames_skipped, b->frames_skipped, a->decode_steps, b->decode_steps);
-        return;
-    }
-    for (int k = 0; k < a->n_tokens; k++)
-        if (a->tokens[k] != b->tokens[k] || a->frames[k] != b->frames[k] ||
-            memcmp(&a->probs[k], &b->probs[k], sizeof(float))) {
-            snprintf(msg, len, "utterance %d: token %d differs (%d@%d p %.9g vs %d@%d p %.9g)", i, k, a->tokens[k],
-                     a->frames[k], a->probs[k], b->tokens[k], b->frames[k], b->probs[k]);
-            return;
-        }
-    if (!a->text != !b->text || (a->text && strcmp(a->text, b->text)))
-        snprintf(msg, len, "utterance %d: text \"%.100s\" vs \"%.100s\"", i, a->text ? a->text : "(null)",
-                 b->text ? b->text : "(null)");
-}
-
 static void *run_job(void *arg)
 {
     job *j = arg;
@@ -96,8 +73,8 @@ static void *run_job(void *arg)
                 return NULL;
             }
             for (int i = 0; i < n && !j->fail[0]; i++) {
-                compare(&got[i], &j->want[j->first[k] + i], j->first[k] + i, why, sizeof why);
-                if (why[0]) snprintf(j->fail, sizeof j->fail, "round %d, batch of %d: %s", j->rounds, n, why);
+                if (tu_result_diff(&got[i], &j->want[j->first[k] + i], j->first[k] + i, why, sizeof why))
+                    snprintf(j->fail, sizeof j->fail, "round %d, batch of %d: %s", j->rounds, n, why);
             }
             for (int i = 0; i < n; i++) rnnt_result_clear(&got[i]);
             if (j->fail[0]) return NULL;

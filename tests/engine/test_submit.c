@@ -60,18 +60,8 @@ static void random_utterance(const rnnt_model *m, uint64_t *seed, int T, float *
 
 static void assert_same(const rnnt_result *a, const rnnt_result *b, const char *what, int i)
 {
-    if (a->status != b->status || a->n_tokens != b->n_tokens || a->encoder_frames != b->encoder_frames ||
-        a->frames_skipped != b->frames_skipped || a->decode_steps != b->decode_steps)
-        fail_msg("%s utterance %d: status %d/%d tokens %d/%d frames %d/%d skipped %d/%d steps %d/%d", what, i, a->status,
-                 b->status, a->n_tokens, b->n_tokens, a->encoder_frames, b->encoder_frames, a->frames_skipped,
-                 b->frames_skipped, a->decode_steps, b->decode_steps);
-    for (int k = 0; k < a->n_tokens; k++)
-        if (a->tokens[k] != b->tokens[k] || a->frames[k] != b->frames[k] ||
-            memcmp(&a->probs[k], &b->probs[k], sizeof(float)))
-            fail_msg("%s utterance %d: token %d differs (%d@%d p %.9g vs %d@%d p %.9g)", what, i, k, a->tokens[k],
-                     a->frames[k], a->probs[k], b->tokens[k], b->frames[k], b->probs[k]);
-    if (!a->text != !b->text || (a->text && strcmp(a->text, b->text)))
-        fail_msg("%s utterance %d: text \"%s\" vs \"%s\"", what, i, a->text ? a->text : "(null)", b->text ? b->text : "(null)");
+    char msg[400];
+    if (tu_result_diff(a, b, i, msg, sizeof msg)) fail_msg("%s %s", what, msg);
 }
 
 /* Batches of these sizes, in this order, over the utterances. */

@@ -229,3 +229,28 @@ void tu_write_small_model(const char *dir, uint64_t seed, const char *yaml)
     tu_write_safetensors(path, t, n);
     tu_free_tensors(t, n);
 }
+
+int tu_result_diff(const rnnt_result *a, const rnnt_result *b, int i, char *msg, size_t len)
+{
+    msg[0] = 0;
+    if (a->status != b->status || a->n_tokens != b->n_tokens || a->encoder_frames != b->encoder_frames ||
+        a->frames_skipped != b->frames_skipped || a->decode_steps != b->decode_steps) {
+        snprintf(msg, len, "utterance %d: status %d/%d tokens %d/%d frames %d/%d skipped %d/%d steps %d/%d", i,
+                 a->status, b->status, a->n_tokens, b->n_tokens, a->encoder_frames, b->encoder_frames,
+                 a->frames_skipped, b->frames_skipped, a->decode_steps, b->decode_steps);
+        return 1;
+    }
+    for (int k = 0; k < a->n_tokens; k++)
+        if (a->tokens[k] != b->tokens[k] || a->frames[k] != b->frames[k] ||
+            memcmp(&a->probs[k], &b->probs[k], sizeof(float))) {
+            snprintf(msg, len, "utterance %d: token %d differs (%d@%d p %.9g vs %d@%d p %.9g)", i, k, a->tokens[k],
+                     a->frames[k], a->probs[k], b->tokens[k], b->frames[k], b->probs[k]);
+            return 1;
+        }
+    if (!a->text != !b->text || (a->text && strcmp(a->text, b->text))) {
+        snprintf(msg, len, "utterance %d: text \"%.100s\" vs \"%.100s\"", i, a->text ? a->text : "(null)",
+                 b->text ? b->text : "(null)");
+        return 1;
+    }
+    return 0;
+}

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rnnt.h"
+
 typedef struct {
     const char *name;
     const char *dtype;   /* "F32", "F16", "I32", or anything for hostile files */
@@ -34,6 +36,11 @@ float tu_randu(uint64_t *s); /* uniform in [-1, 1) */
 double tu_rel_err(const float *a, const float *b, size_t n);
 
 const char *tu_data_dir(void); /* $RNNT_TEST_DATA */
+
+/* 0 when a and b are the same result bit for bit (status, tokens, frames, probabilities, text, encoder
+ * frames, frames skipped, steps), else 1 with what differs first in msg ("utterance i: ..."). Safe on any
+ * thread (it does not fail the test itself). */
+int tu_result_diff(const rnnt_result *a, const rnnt_result *b, int i, char *msg, size_t len);
 
 /* A tiny valid model written to DIR: F=6, stacking 2, encoder 2 layers (12 -> 10, time_stack 2; 20 -> 9),
  * predictor embedding 5, 1 layer of 7, joint 8 relu, V=4, big blanks [2, 3], max_symbols 3,
