@@ -112,9 +112,10 @@ static int warm_up(eng *e, rnnt_runner *r, char *err, size_t errlen)
 /* Small batches on a GPU (a lone request above all) get a runner of their own: a CUDA fp16 runner of
  * max_batch <= 16 (CU_PERSIST_AUTO_MAX_B in kernels/cu_persist.h; keep the two equal) runs each encoder
  * layer's recurrence as one persistent kernel with the weights on chip, a larger one per-step GEMMs or
- * layer streams, which cost a lone 10 s utterance on the shipped model ~3 ms more on the H100 (the daemon's lone-request p50 7.8 ms against bench_engine's
- * ~3.8 ms at batch 1). fp32 runners take the same path at every size, so they get none (and stay
- * token-exact and batch-invariant); nor does the CPU. RNNTD_SMALL_RUNNER=0 turns it off (A/B runs). */
+ * layer streams, which cost a lone 10 s utterance on the shipped model ~1.5-3 ms more on the H100 (the
+ * daemon's lone-request p50 7.3-7.8 ms without it, 5.9 with it). fp32 runners take the same path at
+ * every size, so they get none (and stay token-exact and batch-invariant); nor does the CPU.
+ * RNNTD_SMALL_RUNNER=0 turns it off (A/B runs). */
 #define SVC_SMALL_BATCH 16
 static int small_runner_wanted(const rnnt_runner *big)
 {
