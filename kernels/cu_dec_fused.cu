@@ -700,27 +700,39 @@ rnnt_status launch_cluster(cudaStream_t stream, int nb, const cu_dec_cluster_pla
 
 } // namespace
 
-int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int warps,
-                             int slots, cu_dec_cluster_plan *pl, const char **why)
+/* What both persistent decode loops' plans start from: the device's SM count and opt-in shared memory per
+ * block, a launch feature it must have (thread-block clusters, cooperative launch), and a predictor depth
+ * the loops handle. 0 with *why set when any of it is missing. */
+static int dec_plan_device(const cu_dec_fused_net *net, cudaDeviceAttr feature, const char *no_feature, int *sms,
+                           int *optin, const char **why)
 {
-    memset(pl, 0, sizeof *pl);
-    *why = NULL;
-    int dev = 0, sms = 0, optin = 0, clus = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ||
-        cudaDeviceGetAttribute(&clus, cudaDevAttrClusterLaunch, dev)) {
+    int dev = 0, has = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ||
+        cudaDeviceGetAttribute(&has, feature, dev)) {
         cudaGetLastError();
         *why = "device attributes unavailable";
         return 0;
     }
-    if (!clus) {
-        *why = "the device has no thread-block clusters";
+    if (!has) {
+        *why = no_feature;
         return 0;
     }
     if (net->n_pred < 1 || net->n_pred > CU_DEC_FUSED_MAX_PRED) {
         *why = "predictor depth";
         return 0;
     }
+    return 1;
+}
+
+int cu_dec_cluster_plan_make(const cu_dec_fused_net *net, cu_dtype dt, int V, int nb, int cluster, int warps,
+                             int slots, cu_dec_cluster_plan *pl, const char **why)
+{
+    memset(pl, 0, sizeof *pl);
+    *why = NULL;
+    int sms = 0, optin = 0;
+    if (!dec_plan_device(net, cudaDevAttrClusterLaunch, "the device has no thread-block clusters", &sms, &optin, why))
+        return 0;
     const int C = cluster >= 16 ? 16 : 8, W = warps >= 16 ? 16 : 8;
     pl->W = W;
     const size_t esz = dt == CU_F16 ? 2 : 4;
@@ -1315,22 +1327,9 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
 {
     memset(pl, 0, sizeof *pl);
     *why = NULL;
-    int dev = 0, sms = 0, coop = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
-        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) {
-        cudaGetLastError();
-        *why = "device attributes unavailable";
+    int sms = 0, optin = 0;
+    if (!dec_plan_device(net, cudaDevAttrCooperativeLaunch, "the device has no cooperative launch", &sms, &optin, why))
         return 0;
-    }
-    if (!coop) {
-        *why = "the device has no cooperative launch";
-        return 0;
-    }
-    if (net->n_pred < 1 || net->n_pred > CU_DEC_FUSED_MAX_PRED) {
-        *why = "predictor depth";
-        return 0;
-    }
     pl->smem = grid_smem(net, nb);
     if (pl->smem + 8 * 1024 > (size_t)optin) {
         *why = "the joint's hidden vector does not fit in shared memory";
