@@ -169,6 +169,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     b->stage_helpers = ep.stage_helpers;
     const char *sc = getenv("RNNT_CUDA_STAGE_CHUNK");
     if (sc && atol(sc) > 0) ep.stage_chunk = (size_t)atol(sc);
+    const char *rr = getenv("RNNT_CUDA_R_REC"); /* lab: rows per recurrent GEMM call (cu_encoder_params.r_rec) */
+    if (rr && atoi(rr) > 0) ep.r_rec = cu_round_up_i(atoi(rr), 16);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
     const char *mp = getenv("RNNT_CUDA_MAPPED");
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
