@@ -221,9 +221,10 @@ static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, si
         /* The recurrent GEMMs chosen for n SMs (cublasSetSmCountTarget), so that those of concurrent layers can
          * share the GPU: another kernel than the per-step path's, so other bits, but one shape and one kernel per
          * runner. RNNT_CUDA_LSTREAM_SMS=n (0: cuBLAS's own choice); default 66 up to 64 slots, 33 above (the best
-         * of the sweep in run 2); none in the rin mode. */
+         * of the sweep in run 2), 66 again from CU_LARGE_RUNNER_MIN_B (512-row calls: the best of session 5's sweep
+         * at 2048); none in the rin mode. */
         const char *ce_sms = getenv("RNNT_CUDA_LSTREAM_SMS");
-        int sms = ce_sms ? atoi(ce_sms) : e->lrows_rin ? 0 : e->bcap <= 64 ? 66 : 33;
+        int sms = ce_sms ? atoi(ce_sms) : e->lrows_rin ? 0 : e->bcap <= 64 || e->max_batch >= CU_LARGE_RUNNER_MIN_B ? 66 : 33;
         if (i % 2 == 0 && sms > 0) {
             cublasStatus_t bs = cublasSetSmCountTarget(e->lblas[i], sms);
             if (bs != CUBLAS_STATUS_SUCCESS)
@@ -258,7 +259,12 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->tcap = cu_round_up_i(p->max_frames, e->quantum);
     /* larger chunks for large runners: fewer, fuller GEMMs; small runners waste less on padding */
     e->r_in = p->r_in > 0 ? p->r_in : (p->max_batch >= 64 ? 4096 : 1024);
-    e->r_rec = p->r_rec > 0 ? p->r_rec : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
+    /* fp16 runners of CU_LARGE_RUNNER_MIN_B and more: 512 rows (fewer, fuller recurrent GEMMs: the MLPerf-shaped
+     * encoder at B 2048 125 -> 115 ms with the SM target below, kernels/dev/NOTES.md, "The whole engine at large
+     * batch"); fp32 keeps 256 (one path at every size) */
+    e->r_rec = p->r_rec > 0 ? p->r_rec
+                            : w->dt == CU_F16 && p->max_batch >= CU_LARGE_RUNNER_MIN_B ? 512
+                                                                                         : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
     e->graphs = p->graphs;
     e->cache_cap = p->graph_cache > 0 ? p->graph_cache : 16;
     e->tmax = (int *)calloc((size_t)w->n_enc + 1, sizeof(int));

@@ -18,11 +18,15 @@
  * over streams by default, in chunks of CU_LSTREAM_CHUNK_DEFAULT steps of the last layer. */
 #define CU_LSTREAMS_AUTO_MIN_B 24
 #define CU_LSTREAM_CHUNK_DEFAULT 16
+/* fp16 runners of at least this many utterances run their recurrent GEMMs in calls of 512 rows (not 256), on 66 SMs
+ * under layer streams (not 33). */
+#define CU_LARGE_RUNNER_MIN_B 512
 
 typedef struct {
     int max_batch, max_frames;
     int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
-    int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256) */
+    int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256; 512 for fp16
+                        runners of CU_LARGE_RUNNER_MIN_B and more) */
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */
     int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */
