@@ -6,7 +6,7 @@
 # large-batch test (quick); bench: bench_engine's time split per batch (encoder, decode loop, host; synchronous calls);
 # async: bench_engine --async 1 (two batches in flight: host staging hidden) and the device memory per utterance;
 # asyncab: the same at ASYNC_AB_BATCHES (default 1024,2048) with RNNT_CUDA_EARLY_ENCODER=0 (the next batch's encoder
-# enqueued by the running batch's collect, as before; the async step is the default);
+# enqueued by the running batch's collect, as before; the async step is the default), or under ASYNC_AB ("NAME VAR=VAL");
 # sweep: the large runners under the switches of the encoder's recurrent GEMM (RNNT_CUDA_R_REC rows per call,
 # RNNT_CUDA_LSTREAM_SMS) and of the decode loop (the grid loop, tile 2). BATCHES (default 256,512,1024,2048),
 # SWEEP_BATCHES (default 2048), SWEEP (';'-separated "NAME VAR=VAL [VAR=VAL]" settings) override.
@@ -26,9 +26,10 @@ fi
 
 if has test; then
   { log "test_cuda_engine: test_runner_max (full)"; RNNT_TEST_ONLY=test_runner_max timeout $(tmo 150) $B/test_cuda_engine; echo "exit $?"
-    log "test_cuda_engine: test_large_batch (quick)"; RNNT_TEST_QUICK=1 RNNT_TEST_ONLY=test_large_batch timeout $(tmo 100) $B/test_cuda_engine
+    log "test_cuda_engine: ${ENGINE_TESTS:-test_large_batch} (quick)"
+    RNNT_TEST_QUICK=1 RNNT_TEST_ONLY="${ENGINE_TESTS:-test_large_batch}" timeout $(tmo 100) $B/test_cuda_engine
     echo "exit $?"
-    for prec in fp32 fp16; do
+    for prec in ${SUBMIT_PRECS:-fp32 fp16}; do
       log "test_submit on CUDA, $prec (two batches in flight: the next batch's encoder enqueued at submit)"
       RNNT_TEST_BACKEND=cuda RNNT_TEST_PRECISION=$prec timeout $(tmo 100) $B/test_submit; echo "exit $?"
     done; } > "$OUT/test.log" 2>&1
@@ -50,7 +51,7 @@ if has async && [ -f $MODEL/model.yaml ]; then
 fi
 
 if has asyncab && [ -f $MODEL/model.yaml ]; then
-  { for setting in "late RNNT_CUDA_EARLY_ENCODER=0"; do
+  { for setting in "${ASYNC_AB:-late RNNT_CUDA_EARLY_ENCODER=0}"; do
       set -- $setting
       log "bench_engine $MODEL --batches ${ASYNC_AB_BATCHES:-1024,2048} --reps 4 --async 1, $1 ($2)"
       env $2 timeout $(tmo 60) $B/bench_engine $MODEL --batches ${ASYNC_AB_BATCHES:-1024,2048} --seconds 10 --reps 4 --async 1
