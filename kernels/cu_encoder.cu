@@ -73,16 +73,16 @@ struct cu_encoder {
     cudaStream_t cs;
     cudaEvent_t ev_in, ev_up;
     int up_recorded;
-    /* ev_raw: the point on s after the last encoder run's frontend kernel, which has read the device input
-     * (raw); the next batch's raw transfers wait only for it, so with a batch staged while another runs
-     * (rnnt_runner_submit) they overlap the running batch's layers and decoding (at B 2048 of the MLPerf-shaped
-     * model the 655 MB upload took longer than the decoding alone); meta, which the decoder reads, still waits
-     * for everything enqueued on s */
+    /* ev_raw: the point on s after the last encoder run (with raw_early: after its frontend kernel), which has
+     * read the device input (raw); the next batch's raw transfers wait only for it, so with a batch staged while
+     * another runs (rnnt_runner_submit) they overlap the running batch's decoding (raw_early: its layers too; at
+     * B 2048 of the MLPerf-shaped model the 655 MB upload takes longer than the decoding alone); meta, which the
+     * decoder reads, still waits for everything enqueued on s */
     cudaEvent_t ev_raw;
     int raw_recorded;
-    int raw_early;        /* ev_raw recorded right after the frontend kernel, the one reader of raw (default; the
-                             next batch's transfers then overlap this batch's layers; RNNT_CUDA_RAW_EARLY=0: after
-                             the whole encoder, as before) */
+    int raw_early;        /* RNNT_CUDA_RAW_EARLY=1: the frontend kernel, the one reader of raw, launched before the
+                             layers' graph and ev_raw recorded right after it, so the next batch's transfers overlap
+                             this batch's layers; default (0): the frontend in the graph, ev_raw after the encoder */
     int raw_done;         /* this compute recorded ev_raw after its frontend */
     const float **seg_src; /* [max_batch] */
     size_t *seg_bytes;     /* [max_batch] */
@@ -442,7 +442,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_raw, cudaEventDisableTiming);
     const char *re = getenv("RNNT_CUDA_RAW_EARLY");
-    e->raw_early = !(re && strcmp(re, "0") == 0);
+    e->raw_early = re && strcmp(re, "1") == 0; /* off until measured on the device (kernels/dev/NOTES.md) */
     if (ce != cudaSuccess)
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
     if (st == RNNT_OK)
@@ -628,11 +628,13 @@ static rnnt_status enqueue_frontend(cu_encoder *e, int nb, int tb, char *err, si
                        w->sd, e->x0, err, errlen);
 }
 
-/* The layers of one bucket after the frontend, enqueued on the stream (captured into a graph or launched directly). */
+/* The layers of one bucket (after the frontend, which is enqueued here too unless raw_early launches it on its
+ * own), enqueued on the stream (captured into a graph or launched directly). */
 static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, size_t errlen)
 {
     const cu_weights *w = e->w;
     size_t esz = cu_dtype_size(w->dt);
+    if (!e->raw_early) RNNT_TRY(enqueue_frontend(e, nb, tb, err, errlen));
     if (e->lchunk) return enqueue_lstreams(e, nb, tb, err, errlen);
     const void *in = e->x0;
     int T = tb / w->k;
@@ -827,8 +829,8 @@ static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen)
     const cu_encoder_batch *b = &e->batch;
     e->batch.graphs_on = 0;
     if (b->tb == 0) return RNNT_OK;
-    RNNT_TRY(enqueue_frontend(e, b->nb, b->tb, err, errlen));
     if (e->raw_early) {
+        RNNT_TRY(enqueue_frontend(e, b->nb, b->tb, err, errlen));
         CU_TRY(cudaEventRecord(e->ev_raw, e->s));
         e->raw_recorded = e->raw_done = 1;
     }
