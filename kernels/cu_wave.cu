@@ -437,10 +437,17 @@ struct clayer {
 struct cprm {
     clayer L[CU_WAVE_MAX_LAYERS];
     int n, nb, H, hp, g4, chunk, part_floats;
+    int stage;     /* h of every layer copied into shared memory (cp.async) before the products */
     unsigned *ctl; /* [0] arrivals, [LINE] blocks done */
     __half *hb;    /* layer l: [2][nb][hp] at hb + l * 2 * nb * hp */
     __half *xin;   /* block k: [n][chunk][nb][32] at xin + k * n * chunk * nb * 32 */
 };
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_bytes) : "memory");
+}
 
 template <bool HARD, int NR>
 __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_constant__ cprm P)
@@ -450,7 +457,8 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
     const int n = P.n, nb = P.nb, H = P.H, hp = P.hp, C = P.chunk;
     uint4 *const wsm = (uint4 *)csm;                                  /* [n - NR][WARPS][2][KS][32] */
     float *const part = (float *)(csm + (size_t)(n - NR) * CH_WBYTES); /* steps: [n][WARPS][nb][RS]; projections: [WARPS][PCOLS][RS] */
-    int *const slen = (int *)(part + P.part_floats);                   /* [n][nb], then trun [n] */
+    __half *const hs = (__half *)(part + P.part_floats);                /* stage: [n][nb][hp] */
+    int *const slen = (int *)(hs + (P.stage ? (size_t)n * nb * hp : 0)); /* [n][nb], then trun [n] */
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const unsigned nblk = gridDim.x;
     const int j0 = (int)blockIdx.x * U;
@@ -575,6 +583,20 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
             xv = cl == 0 ? (jv ? __half2float(__ldg(L.x + cb * L.ldx_b + (size_t)ct * P.g4 + gr * H + j)) : 0.0f)
                          : __half2float(__ldcg(xin + (((size_t)cl * C + ct % C) * nb + cb) * 32 + lane));
         }
+        if (P.stage) { /* every layer's h rows in one round of copies, not one L2 round trip per layer */
+            const int nch = hp / 8;
+            for (int l = 0; l < n; l++) {
+                const int t = step_of(l, wv);
+                if (t <= 0) continue;
+                const __half *src = P.hb + ((size_t)l * 2 + ((t - 1) & 1)) * hbs;
+                for (int i = tid; i < nb * nch; i += CH_THREADS) {
+                    const int b = i / nch, k = (i % nch) * 8;
+                    cp_async16(hs + ((size_t)l * nb + b) * hp + k, src + (size_t)b * hp + k, t < slen[l * nb + b] ? 16 : 0);
+                }
+            }
+            asm volatile("cp.async.wait_all;\n" ::: "memory");
+            __syncthreads();
+        }
         /* the recurrent products: every layer's step of this wavefront step (register layers unrolled so
          * their fragments stay in registers; shared-memory layers in a plain loop) */
         auto product = [&](int l, auto afrag) {
@@ -587,7 +609,9 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
             for (int v = 0; v < KS / 2; v++) {
                 const int k = kch(v);
                 uint4 d = make_uint4(0, 0, 0, 0);
-                if (rv && k < H) d = __ldcg((const uint4 *)(src + (size_t)g * hp + k));
+                if (rv && k < H)
+                    d = P.stage ? *(const uint4 *)(hs + ((size_t)l * nb + g) * hp + k)
+                                : __ldcg((const uint4 *)(src + (size_t)g * hp + k));
                 if (k + 8 > H) {
                     d.x = mask2(d.x, k, H), d.y = mask2(d.y, k + 2, H);
                     d.z = mask2(d.z, k + 4, H), d.w = mask2(d.w, k + 6, H);
@@ -676,9 +700,10 @@ int chip_part_floats(int n, int nb)
     int a = n * CH_WARPS * nb * RS, b = CH_WARPS * CH_PCOLS * RS;
     return a > b ? a : b;
 }
-size_t chip_smem(int n, int nb)
+size_t chip_smem(int n, int nb, int hp, int stage)
 {
-    return (size_t)(n - chip_nr(n)) * CH_WBYTES + (size_t)chip_part_floats(n, nb) * 4 + (size_t)n * (nb + 1) * 4;
+    return (size_t)(n - chip_nr(n)) * CH_WBYTES + (size_t)chip_part_floats(n, nb) * 4 + (stage ? (size_t)n * nb * hp * 2 : 0) +
+           (size_t)n * (nb + 1) * 4;
 }
 
 } // namespace
@@ -692,7 +717,7 @@ int cu_wave_chip_fits(int n, int H, int nb)
         cudaGetLastError();
         return 0;
     }
-    size_t smem = chip_smem(n, nb);
+    size_t smem = chip_smem(n, nb, 8, 0);
     if (smem > (size_t)optin) return 0;
     ckern_t k = chip_kernel(false, chip_nr(n));
     int per_sm = 0;
@@ -711,7 +736,7 @@ size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk)
 }
 
 rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
-                              int stagger, void *scratch, size_t scratch_bytes, char *err, size_t errlen)
+                              int stagger, int stage, void *scratch, size_t scratch_bytes, char *err, size_t errlen)
 {
     if (nb <= 0 || n <= 0) return RNNT_OK;
     const int H = layers[0].H, hp = layers[0].hp;
@@ -731,7 +756,11 @@ rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, in
     if (scratch_bytes < cu_wave_chip_scratch_bytes(n, nb, H, hp, C) - 16 || (uintptr_t)scratch % 16)
         return cu_set_err(err, errlen, RNNT_ERR_INVALID, "cuda: on-chip wavefront scratch of %zu bytes too small", scratch_bytes);
     const int nblk = cu_div_up(H, U), nr = chip_nr(n);
-    const size_t smem = chip_smem(n, nb);
+    int optin = 0, dev0;
+    CU_TRY(cudaGetDevice(&dev0));
+    CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev0));
+    if (stage != 0) stage = chip_smem(n, nb, hp, 1) <= (size_t)optin;
+    const size_t smem = chip_smem(n, nb, hp, stage);
     ckern_t kern = chip_kernel(act == RNNT_ACT_HARD, nr);
     CU_TRY(cu_allow_max_smem((const void *)kern));
     int per_sm = 0, dev, sms = 0;
@@ -755,6 +784,7 @@ rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, in
         CU_TRY(cudaMemset2DAsync(L->y, L->ldy_b * 2, 0, (size_t)L->T * hp * 2, (size_t)nb, stream));
     }
     P.n = n, P.nb = nb, P.H = H, P.hp = hp, P.g4 = layers[0].g4, P.chunk = C, P.part_floats = chip_part_floats(n, nb);
+    P.stage = stage;
     P.ctl = (unsigned *)scratch;
     P.hb = (__half *)((char *)scratch + 256);
     P.xin = P.hb + (size_t)n * 2 * nb * hp;

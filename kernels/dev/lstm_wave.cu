@@ -13,6 +13,8 @@
  *   8  as 7, chunks of 8, stagger 2
  *   9  as 7, chunks of 32, stagger 8
  *  10  as 7, chunks of 16, no stagger (every layer's chunk projection on the same wavefront step)
+ *  11  as 7, h loaded straight into fragments layer after layer (7-10 stage every layer's h in shared
+ *      memory first where it fits: B = 1 at 5 x 1024)
  *
  *   lab_lstm_wave [variant]        check every variant (or one) against the CPU reference, then time
  *   lab_lstm_wave V B [T]          run variant V on the 5 x 1024 stack twice (for ncu), no check
@@ -220,7 +222,7 @@ static void group_wave(cudaStream_t s, stack *S, int l0, int n, int chunk)
                     errlen));
 }
 
-static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger)
+static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stage)
 {
     cu_wave_layer L[CU_WAVE_MAX_LAYERS];
     for (int l = 0; l < S->nl; l++) {
@@ -230,7 +232,7 @@ static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger)
         L[l].T = S->T[l], L[l].H = S->H, L[l].hp = S->hp, L[l].g4 = S->g4, L[l].in_w = S->in_w[l];
         L[l].stack_in = l > 0 ? S->s[l - 1] : 1;
     }
-    RK(cu_lstm_wave_chip(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, chunk, stagger, S->cscratch,
+    RK(cu_lstm_wave_chip(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, chunk, stagger, stage, S->cscratch,
                          S->cscratch_bytes, err, errlen));
 }
 static bool is_chip(int v) { return v >= 7; }
@@ -256,7 +258,7 @@ static void run(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
     }
     if (is_chip(v)) {
         input_gemm(blas, S, 0);
-        chip_wave(s, S, chip_chunk(v), chip_stagger(v));
+        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 0 : -1);
         return;
     }
     int g = group_of(v) < S->nl ? group_of(v) : S->nl;
@@ -301,8 +303,9 @@ static const char *names[] = {"",
                               "all layers, W_hh on chip, chunk 16",
                               "all layers, W_hh on chip, chunk 8",
                               "all layers, W_hh on chip, chunk 32",
-                              "all layers, W_hh on chip, chunk 16, no stagger"};
-static const int NV = 10;
+                              "all layers, W_hh on chip, chunk 16, no stagger",
+                              "all layers, W_hh on chip, chunk 16, h not staged"};
+static const int NV = 11;
 /* LAB_VARIANTS=1,7,8 runs only those (the checks and the bench) */
 static bool wanted(int v)
 {
