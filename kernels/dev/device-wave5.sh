@@ -19,8 +19,9 @@ if has lab; then
   grep -E "FAIL|checks:|^\||variant (1|7|11) " "$OUT/lab_wave5.log" | grep -v "does not apply" | sed -E 's/all layers, W_hh on chip/chip/; s/layer by layer \(GEMM \+ persistent\)/by layer/' | cut -c1-200 | head -70
 fi
 if has encoder && [ -x $B/bench_encoder ]; then
-  log bench_encoder; timeout $(tmo 200) $B/bench_encoder > "$OUT/bench_encoder.log" 2>&1; echo "exit $?"
-  grep -E "^\| 5 x|on chip|max abs" "$OUT/bench_encoder.log" | cut -c1-300 | head -30
+  # the wave column: every layer on chip where it fits (B = 1), else pairs
+  log bench_encoder; RNNT_CUDA_WAVE_CHIP=1 timeout $(tmo 200) $B/bench_encoder ${BENCH_ARGS:---quick --reps 10} > "$OUT/bench_encoder.log" 2>&1; echo "exit $?"
+  grep -E "^device|^\| 5 x|wavefront" "$OUT/bench_encoder.log" | cut -c1-330 | head -30
 fi
 if has tests && [ -x $B/test_cuda_kernels ]; then
   { log test_cuda_kernels; RNNT_TEST_QUICK=1 timeout $(tmo 150) $B/test_cuda_kernels; echo "exit $?"; } > "$OUT/tests.log" 2>&1
