@@ -61,8 +61,9 @@ rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, 
  * shadow of a barrier. Same H in every layer, H <= 1024, up to 8 rows (fewer where shared memory is
  * short: 3 rows for 5 layers). layers[0].x is the input projection (no bias); `stagger` delays each later
  * layer by that many extra steps so the layers' chunk projections fall on different steps (-1: chunk / 4).
- * stage: 1 (or -1) copies every layer's h rows into shared memory with cp.async before the products (one L2
- * round trip per step, not one per layer) where shared memory allows (5 layers of 1024: 1 row), 0 never.
+ * stage: 1 copies every layer's h rows into shared memory with cp.async before the products (one L2 round
+ * trip per step instead of one per layer) where shared memory allows (5 layers of 1024: 1 row); 0 or -1
+ * never (the default: staging measured slower). Rows: n nb <= 16 (one warp per layer and row for the cell).
  * Every y row is written in full (zeros past len). */
 int cu_wave_chip_fits(int n, int H, int nb);
 size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk);
