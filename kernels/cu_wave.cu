@@ -493,12 +493,28 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
         if (tid == 0) trun[l] = m;
     }
     __syncthreads();
-    auto step_of = [&](int l, int wv) { /* layer l's step at wavefront step wv, -1 if none */
+    /* the schedule, one wavefront step ahead, by lanes l < n of warp 1 (integer divisions by runtime
+     * values cost ~30 instructions each: once per layer and step, not in every thread): sst[l] = layer l's
+     * step at the current wavefront step (-1: none), spj[l] = the step whose chunk projection is due in the
+     * shadow of this step's barrier (its chunk starts at the next wavefront step; -1: none); two copies by
+     * the step's parity, so the next step's can be written while this step's projections read theirs */
+    int *const sst = trun + n, *const spj = sst + 2 * n; /* [2][n] each */
+    auto step_div = [&](int l, int wv) {
         const int d = wv - P.L[l].off;
         if (d < 0 || d % P.L[l].R) return -1;
         const int t = d / P.L[l].R;
         return t < trun[l] ? t : -1;
     };
+    auto schedule = [&](int wv) {
+        if (w == 1 && lane < n) {
+            sst[(wv & 1) * n + lane] = step_div(lane, wv);
+            const int t1 = step_div(lane, wv + 1);
+            spj[(wv & 1) * n + lane] = lane > 0 && t1 >= 0 && t1 % C == 0 ? t1 : -1;
+        }
+    };
+    schedule(0);
+    __syncthreads();
+    auto step_of = [&](int l, int wv) { return sst[(wv & 1) * n + l]; }; /* wv: always the current step */
 
     /* the cell's warp: layer cl, row cb (warps n nb.. only multiply) */
     const bool cw = w < n * nb;
@@ -512,13 +528,11 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
     __half *const xin = P.xin + (size_t)blockIdx.x * n * C * nb * 32;
 
     /* input projections of the chunks that start at wavefront step ws (layers >= 1) */
-    auto project = [&](int ws) {
+    auto project = [&](int ws) { /* ws = wv + 1: the chunk starts were scheduled with step wv */
         for (int l = 1; l < n; l++) {
             const clayer &L = P.L[l], &Lp = P.L[l - 1];
-            const int d = ws - L.off;
-            if (d < 0 || d % (C * L.R)) continue;
-            const int t0 = d / L.R;
-            if (t0 >= trun[l]) continue;
+            const int t0 = spj[((ws - 1) & 1) * n + l]; /* the chunk starting at wavefront step ws, if any */
+            if (t0 < 0) continue;
             const int cs = trun[l] - t0 < C ? trun[l] - t0 : C, ncols = cs * nb, s = L.s, in_w = L.in_w;
             int wro[4]; /* this lane's W_ih rows: R = 16 (r / 2) + 8 (r % 2) + g, -1 past H */
 #pragma unroll
@@ -668,6 +682,7 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
                 P.L[cl].y[cb * P.L[cl].ldy_b + (size_t)ct * hp + j] = hh;
             }
         }
+        schedule(wv + 1); /* the other parity's copy: nothing reads it until the next step */
         if (wv + 1 < W) {
             __syncthreads();
             if (tid == 0) red_release_add(P.ctl, 1u);
@@ -703,7 +718,7 @@ int chip_part_floats(int n, int nb)
 size_t chip_smem(int n, int nb, int hp, int stage)
 {
     return (size_t)(n - chip_nr(n)) * CH_WBYTES + (size_t)chip_part_floats(n, nb) * 4 + (stage ? (size_t)n * nb * hp * 2 : 0) +
-           (size_t)n * (nb + 1) * 4;
+           (size_t)n * (nb + 5) * 4;
 }
 
 } // namespace
