@@ -367,13 +367,15 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
                 l++;
             }
         }
-    /* Every layer as ONE wavefront with the recurrent weights on chip (p->wave == 2, RNNT_CUDA_WAVE=2, or
-     * RNNT_CUDA_WAVE_CHIP=1 with a wavefront asked for): fp16, every layer persistent-eligible and of one size,
-     * max_batch rows within its shared memory (kernels/dev/NOTES.md, "All layers in flight"). */
+    /* Every layer as ONE wavefront with the recurrent weights on chip: by default for runners of max_batch <=
+     * CU_WAVE_CHIP_AUTO_MAX_B (p->wave == 0 and no RNNT_CUDA_WAVE), or asked for (p->wave == 2, RNNT_CUDA_WAVE=2,
+     * or RNNT_CUDA_WAVE_CHIP=1 with a wavefront asked for); p->wave < 0 or RNNT_CUDA_WAVE=0 never. Only where
+     * every layer is persistent (fp16), of one size, and max_batch rows fit its shared memory (kernels/dev/NOTES.md,
+     * "All layers in flight"). */
     int want_chip = p->wave == 2;
     if (p->wave == 0) {
         const char *env = getenv("RNNT_CUDA_WAVE");
-        want_chip = env && atoi(env) == 2;
+        want_chip = env ? atoi(env) == 2 : p->max_batch <= CU_WAVE_CHIP_AUTO_MAX_B;
     }
     if (p->wave > 0 && !want_chip) {
         const char *env = getenv("RNNT_CUDA_WAVE_CHIP");

@@ -66,6 +66,10 @@ rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, 
  * never (the default: staging measured slower). Rows: n nb <= 16 (one warp per layer and row for the cell).
  * Every y row is written in full (zeros past len). */
 int cu_wave_chip_fits(int n, int H, int nb);
+/* fp16 runners of at most this many rows run every encoder layer this way by default (cu_encoder.cu): measured
+ * at B = 1 on the H100, bench_encoder 2.48 ms against 3.66 for layer by layer (cuDNN 2.61); 2-3 rows measured
+ * faster in the lab only (kernels/dev/NOTES.md, "All layers in flight") */
+#define CU_WAVE_CHIP_AUTO_MAX_B 1
 size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk);
 rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
                               int stagger, int stage, void *scratch, size_t scratch_bytes, char *err, size_t errlen);
