@@ -898,7 +898,11 @@ void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec)
 }
 float *cu_encoder_raw_dev(const cu_encoder *e) { return e->raw; }
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes + e->lbuf_bytes; }
-const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
+const void *cu_encoder_layer_out(const cu_encoder *e, int l)
+{
+    if (e->chip && l < e->w->n_enc - 2) return (const char *)e->ychip + (size_t)l * e->ychip_el * 2;
+    return e->y[l & 1];
+}
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
 int cu_encoder_wave_pairs(const cu_encoder *e) { return e->chip ? 1 : e->n_wave; }
 int cu_encoder_wave_chip(const cu_encoder *e) { return e->chip; }
