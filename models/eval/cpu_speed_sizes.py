@@ -11,7 +11,9 @@ predictor and joint shares are a proxy; the encoder's work, most of the time, de
         --reference models/en-char-small --files .corpus/eval/npy-test-clean/u00000[0-4]*.npy --rounds 3 \
         --shape 4x288 --shape 4x512 --shape 5x640 --shape 5x1024
 (pin it to one core with taskset -c N; a shape is LAYERSxHIDDEN, time stacking 2 after layer 1 for 4
-layers and after layer 2 for 5, as the shipped model and MLPerf do)
+layers and after layer 2 for 5, as the shipped model and MLPerf do; LAYERSxHIDDEN/sK/pP/jJ sets the layer
+after which time stacking 2 comes (K, 1-based), the predictor's hidden size P and the joint's J, e.g.
+5x512/s1/p320/j512, the shape issue 15's larger model was chosen by)
 """
 import argparse
 import os
@@ -28,12 +30,26 @@ LINE = re.compile(r"([\d.]+) s audio in ([\d.]+) s \(RTFx [\d.]+\): encoder ([\d
 
 
 def shape_config(spec, label_rate):
-    n, h = (int(v) for v in spec.lower().split("x"))
-    stacks = [1] * n
-    stacks[0 if n <= 4 else 1] = 2
+    base, *opts = spec.lower().split("/")
+    n, h = (int(v) for v in base.split("x"))
+    stack_after = 1 if n <= 4 else 2
     pred = 256 if h <= 320 else 320
-    return build_config(name="speed-%s" % spec, feature_dim=80, frame_stacking=3, encoder_hidden=[h] * n,
-                        time_stacks=stacks, embedding=128, predictor_hidden=[pred], joint_dim=min(512, max(256, h)),
+    joint = min(512, max(256, h))
+    for o in opts:
+        key, val = o[0], int(o[1:])
+        if key == "s":
+            stack_after = val
+        elif key == "p":
+            pred = val
+        elif key == "j":
+            joint = val
+        else:
+            raise SystemExit("shape %s: unknown option %s (sK, pP, jJ)" % (spec, o))
+    stacks = [1] * n
+    stacks[stack_after - 1] = 2
+    return build_config(name="speed-%s" % spec.replace("/", "-"), feature_dim=80, frame_stacking=3,
+                        encoder_hidden=[h] * n,
+                        time_stacks=stacks, embedding=128, predictor_hidden=[pred], joint_dim=joint,
                         joint_activation="relu", vocab_size=28, big_blank_durations=[2, 4, 8], max_symbols=10)
 
 
@@ -63,7 +79,7 @@ def main():
     for s in a.shape:
         cfg = shape_config(s, a.label_rate)
         model, _ = random_model(cfg, seed=1, label_rate=a.label_rate, calib_utts=16)
-        d = os.path.join(tmp.name, s)
+        d = os.path.join(tmp.name, s.replace("/", "-"))
         save_model(model, default_tokens(cfg.vocab_size), d, dtype="F16")
         n = sum(p.numel() for p in model.parameters())
         models["random %s (%.1f M parameters)" % (s, n / 1e6)] = d
