@@ -8,7 +8,7 @@ and where the time goes. Random weights emit a different number of labels than a
 predictor and joint shares are a proxy; the encoder's work, most of the time, depends on the shape only.
 
     python3 -m rnntd_eval.cpu_speed_sizes --cli build-train/engine/rnnt-transcribe \
-        --reference models/en-char-small --files .corpus/eval/npy-test-clean/u00000[0-4]*.npy --rounds 3 \
+        --reference models/en-char-small [--reference DIR ...] --files .corpus/eval/npy-test-clean/u00000[0-4]*.npy --rounds 3 \
         --shape 4x288 --shape 4x512 --shape 5x640 --shape 5x1024
 (pin it to one core with taskset -c N; a shape is LAYERSxHIDDEN, time stacking 2 after layer 1 for 4
 layers and after layer 2 for 5, as the shipped model and MLPerf do; LAYERSxHIDDEN/sK/pP/jJ sets the layer
@@ -18,6 +18,7 @@ after which time stacking 2 comes (K, 1-based), the predictor's hidden size P an
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -54,19 +55,23 @@ def shape_config(spec, label_rate):
 
 
 def run(cli, model, files):
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run([cli, "--model", model, "--threads", "1", "--batch", "1", "--backend", "cpu", "--timing"]
                        + files, capture_output=True, text=True, check=True)
     m = LINE.search(p.stderr)
     if not m:
         raise RuntimeError("no timing line in: " + p.stderr[-300:])
     audio, total, enc, pred, joint = (float(v) for v in m.groups())
-    return audio, total, enc, pred, joint
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+    return audio, total, enc, pred, joint, cpu
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", required=True)
-    ap.add_argument("--reference", help="a trained model directory to time beside the random ones")
+    ap.add_argument("--reference", action="append", default=[],
+                    help="a trained model directory to time beside the random ones (repeatable)")
     ap.add_argument("--files", nargs="+", required=True)
     ap.add_argument("--shape", action="append", default=[])
     ap.add_argument("--rounds", type=int, default=3)
@@ -74,8 +79,8 @@ def main():
     a = ap.parse_args()
     models = {}
     tmp = tempfile.TemporaryDirectory()
-    if a.reference:
-        models["trained " + os.path.basename(os.path.normpath(a.reference))] = a.reference
+    for r in a.reference:
+        models["trained " + os.path.basename(os.path.normpath(r))] = r
     for s in a.shape:
         cfg = shape_config(s, a.label_rate)
         model, _ = random_model(cfg, seed=1, label_rate=a.label_rate, calib_utts=16)
@@ -88,12 +93,13 @@ def main():
         for k, d in models.items():
             times[k].append(run(a.cli, d, a.files))
     print("| model | audio s | decode s (median of %d) | x real time | encoder s | x real time, encoder alone "
-          "| predictor s | joint s |" % a.rounds)
-    print("|---|---|---|---|---|---|---|---|")
+          "| predictor s | joint s | process CPU s (load, features, decode) | x real time, CPU time |" % a.rounds)
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k, ts in times.items():
         med = sorted(ts, key=lambda t: t[1])[len(ts) // 2]
-        print("| %s | %.1f | %.3f | %.0f | %.3f | %.0f | %.3f | %.3f |" % (
-            k, med[0], med[1], med[0] / med[1], med[2], med[0] / med[2], med[3], med[4]))
+        cpu = statistics.median(t[5] for t in ts)
+        print("| %s | %.1f | %.3f | %.0f | %.3f | %.0f | %.3f | %.3f | %.3f | %.0f |" % (
+            k, med[0], med[1], med[0] / med[1], med[2], med[0] / med[2], med[3], med[4], cpu, med[0] / cpu))
     for k, ts in times.items():
         print("%s: decode s of every round: %s" % (k, ", ".join("%.3f" % t[1] for t in ts)))
 

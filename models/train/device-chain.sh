@@ -9,6 +9,8 @@
 # STATE (default .gpu/model3-state, ignored by git and not carried, so it stays on a warm machine): the
 #   last piece's ckpt.pt and opt.pt; when it exists the piece resumes from it, else from RUN/ckpt.pt.xz
 #   with the config's fill steps.
+# SEED_CKPT: the chain's first checkpoint somewhere else than RUN/ckpt.pt.xz, e.g. carried by an earlier call
+#   on the same warm machine when it does not fit the carry beside the engines (a larger model's: models/README.md).
 # FINAL=0: not the last piece of a schedule (no --final-piece: the config's warm-up and sqrt decay).
 # MODEL, NAME, MAX_FRAMES, MAX_CELLS, BENCH...: passed on to device-piece.sh (its header).
 # A file of $OUT/train over 16 MiB less 64 KiB (a larger model's ckpt.pt and opt.pt: 48 MB each for 12 M
@@ -19,6 +21,7 @@ set -u
 seed=$1 config=$2 budget=$3
 RUN=${RUN:-.gpu/model3}
 STATE=${STATE:-.gpu/model3-state}
+SEED=${SEED_CKPT:-$RUN/ckpt.pt.xz}
 OUT=${OUT:-/tmp/out}
 t0=$(date +%s)
 [ -d "$RUN/patch" ] && cp "$RUN"/patch/*.py models/train/
@@ -28,11 +31,11 @@ for f in tts-root.tar.xz neural.tar.xz text; do ln -s "$(realpath "$RUN/$f")" "$
 if [ -f "$STATE/ckpt.pt" ] && [ -f "$STATE/opt.pt" ]; then
   cp "$STATE/ckpt.pt" "$STATE/opt.pt" "$R/"
   echo "device-chain: resuming from the warm machine's state ($STATE: weights and AdamW moments)"
-elif [ -f "$RUN/ckpt.pt.xz" ]; then
-  xz -dc "$RUN/ckpt.pt.xz" > "$R/ckpt.pt"
-  echo "device-chain: no state on this machine: resuming from $RUN/ckpt.pt.xz (fill steps)"
+elif [ -f "$SEED" ]; then
+  xz -dc "$SEED" > "$R/ckpt.pt"
+  echo "device-chain: no state on this machine: resuming from $SEED (fill steps)"
 else
-  echo "device-chain: no state on this machine and no $RUN/ckpt.pt.xz: training from scratch"
+  echo "device-chain: no state on this machine and no $SEED: training from scratch"
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 RUN=$R CODE=. BUDGET_S=$budget CONFIG=$config bash models/train/device-piece.sh "$seed" \
