@@ -35,7 +35,10 @@ typedef struct {
                         max_batch <= CU_PERSIST_MAX_B; -1 never (per-step GEMMs). Fixed per encoder, so
                         every batch of a runner takes the same path. */
     int wave;        /* 1: pairs of consecutive persistent layers run as one layer wavefront (cu_wave.h);
-                        -1 never; 0 (default): only when the environment sets RNNT_CUDA_WAVE=1. */
+                        2: every layer as one wavefront with W_hh on chip where it fits (cu_lstm_wave_chip;
+                        RNNT_CUDA_WAVE_CHIP=1 turns a 1 into a 2); -1 never; 0 (default): as the environment's
+                        RNNT_CUDA_WAVE=0 / 1 / 2 says, else 2 for fp16 runners of max_batch <=
+                        CU_WAVE_CHIP_AUTO_MAX_B (1) where it fits, off otherwise. */
     int mma_step;    /* fp16 layers on the per-step path (hp <= CU_MMA_MAX_HP): 1 each step t >= 1 is one
                         tensor-core kernel with the cell in its epilogue (cu_mma_step.h) instead of a cuBLAS
                         GEMM + the cell kernel; -1 never; 0 (default): as the environment's
@@ -97,7 +100,8 @@ size_t cu_encoder_device_bytes(const cu_encoder *e);
 /* Number of layers whose recurrence runs as a persistent kernel; whether steps use the fused kernel. */
 int cu_encoder_persistent_layers(const cu_encoder *e);
 /* Number of layer pairs that run as one layer wavefront (cu_wave.h). */
-int cu_encoder_wave_pairs(const cu_encoder *e);
+int cu_encoder_wave_pairs(const cu_encoder *e); /* 1 when every layer runs as one on-chip wavefront */
+int cu_encoder_wave_chip(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
 /* Whether the per-step layers run as a wavefront over streams (lstreams), and its steps per chunk of the
  * last layer (0 when off). */
