@@ -310,6 +310,10 @@ static void body_piece(route_req *r, const char *data, size_t n)
 {
     r->bytes_in += (long long)n;
     if (r->phase != PH_BODY) return;
+    if (r->body && data == r->body + r->len && r->len + n <= r->cap) {
+        r->len += n; /* received in place (body_room): nothing to copy */
+        return;
+    }
     if (r->len + n > r->limit) {
         drop_body(r);
         route_send_error(r, 413, "payload_too_large", "body larger than %zu bytes (limits.max_%s_bytes)", r->limit, r->limit_key);
@@ -598,6 +602,17 @@ static void on_body(void *ctx, tp_conn *c, const char *data, size_t len)
     else r->bytes_in += (long long)len;
 }
 
+/* The transport may receive a Content-Length transcription body straight into the buffer sized at
+ * the head (begin_transcribe), within its cap. */
+static char *body_room(void *ctx, tp_conn *c, size_t *room)
+{
+    (void)ctx;
+    route_req *r = tp_user(c);
+    if (!r || r->ep != EP_TRANSCRIBE || r->early.status || r->phase != PH_BODY || !r->body || r->len >= r->cap) return NULL;
+    *room = r->cap - r->len;
+    return r->body + r->len;
+}
+
 static void on_body_end(void *ctx, tp_conn *c)
 {
     (void)ctx;
@@ -677,7 +692,7 @@ static void on_done(void *ctx, tp_conn *c, tp_outcome outcome)
 
 int routes_start(srv *s, char *err, size_t errlen)
 {
-    static const tp_handlers h = {on_head, on_body, on_body_end, on_resume, on_error, on_done};
+    static const tp_handlers h = {on_head, on_body, on_body_end, on_resume, on_error, on_done, body_room};
     tp_config tc = {0};
     tc.listen = s->c.listen;
     tc.port = (unsigned)s->c.port;
