@@ -5,7 +5,7 @@
 # shipped model; random 10 s utterances (5-15 s) from loadgen.py (--frames 1000 --utterances 16); for
 # each load: audio s/s, latency, the server's mean batch, and CPU seconds per thread name of rnntd over the
 # measured window (/proc/PID/task), so CPU per request per kind of thread.
-#   bash .gpu/serve/device-serve.sh [STEPS]   STEPS: comma list of old,new,delay (default all)
+#   bash .gpu/serve/device-serve.sh [STEPS]   STEPS: comma list of old,new,delay,tune (default old,new,delay)
 # old: RNNTD_TP_DIRECT=0 RNNTD_REPLY_TEXT=0 (bodies through the 16 KiB read buffer, answers through
 # jansson: the session before's behaviour); new: the defaults; delay: the defaults with max_delay_us 30 ms.
 # Each: a lone request (1 client), then 512 clients with loadgen --client http (http.client) and raw.
@@ -120,5 +120,17 @@ if has delay; then
     load "delay30-raw-1024" 8 128 12 raw
     stop_daemon delay30
   fi
+fi
+# tune: one daemon per TUNE entry "NAME:WORKERS:MAX_BATCH:MAX_DELAY_US:PROCS:CLIENTS" (space-separated), one raw
+# load each (batch forming and runner size as configuration: how full the batches get while the GPU is busy)
+if has tune; then
+  for t in ${TUNE:-"w2-b256-d30-1024:2:256:30000:8:128" "w3-b256-d30-1024:3:256:30000:8:128" "w2-b512-d30-1024:2:512:30000:8:128"}; do
+    IFS=: read -r name w mb d procs clients <<< "$t"
+    conf="$(printf '%s\n' "$GPU_CONF" | sed "s/  workers: 2/  workers: $w/; s/max_batch: 256/max_batch: $mb/; s/max_delay_us: 10000/max_delay_us: $d/")"
+    if start_daemon "$name" "$conf"; then
+      load "$name" $procs $clients 12 raw
+      stop_daemon "$name"
+    fi
+  done
 fi
 log done
