@@ -27,7 +27,8 @@ import unittest
 
 from harness import BACKEND, BIN, MODEL, SLOW, Daemon, json_body, model_info, random_features
 
-SLOTS = "[0, 0]"  # on the CPU the numbers are not used; on CUDA both slots are device 0
+# On the CPU the numbers are not used; on CUDA both slots are device 0, or two GPUs with RNNTD_TEST_SLOTS="[0, 1]"
+SLOTS = os.environ.get("RNNTD_TEST_SLOTS", "[0, 0]")
 
 
 def health(d):
@@ -97,10 +98,11 @@ class Devices(unittest.TestCase):
         h = health(d)
         self.assertEqual(h["status"], "ok")
         self.assertEqual([x["index"] for x in h["devices"]], [0, 1])
-        for x in h["devices"]:
+        ordinals = json.loads(SLOTS)
+        for i, x in enumerate(h["devices"]):
             self.assertEqual((x["status"], x["error"], x["workers"]), ("ok", None, 1))
             if BACKEND == "cuda":
-                self.assertEqual(x["ordinal"], 0)
+                self.assertEqual(x["ordinal"], ordinals[i])
                 self.assertGreater(x["memory_used_bytes"], 0)
                 self.assertGreater(x["memory_total_bytes"], x["memory_used_bytes"])
             else:
