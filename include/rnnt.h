@@ -107,7 +107,7 @@ typedef enum { RNNT_PRECISION_FP16 = 0, RNNT_PRECISION_FP32 } rnnt_precision;
 
 /* The most utterances (or streams) one runner takes per call: the one cap of every max_batch, the
  * runner's and the daemon's batching.max_batch and streaming.max_batch. */
-#define RNNT_MAX_BATCH 1024
+#define RNNT_MAX_BATCH 2048
 
 typedef struct {
     rnnt_backend_kind backend;  /* AUTO: CUDA when built in and a device exists, else CPU */

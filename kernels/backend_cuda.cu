@@ -67,13 +67,15 @@ double cu_now_s(void)
 
 const size_t kBlasWorkspace = 32u << 20;
 
-/* A batch submitted and not yet collected (submit/collect): its size and encoder frames, and the
- * outcome of a launch that failed inside the previous batch's collect. */
+/* A batch submitted and not yet collected (submit/collect): its size and encoder frames, its phase
+ * events (encoder, joint projection, decoder), and the outcome of a launch that failed (its encoder's in
+ * submit, or its decoder's inside the previous batch's collect). */
 #define CU_PENDING_MAX 2
 struct cu_pending {
     int n;
     int *t_enc; /* [max_batch] */
     double t_host;
+    cudaEvent_t ev[4];
     rnnt_status failed;
     char err[256];
 };
@@ -98,6 +100,7 @@ struct cu_backend {
     cu_streams *streams; /* stream states and buffers (cu_stream.h), made on the first advance */
     int fe_unsupported; /* the model's frontend cannot run on the GPU: the runner uses the CPU's */
     cu_dec_profile prof; /* of the last launch */
+    int early_enc; /* submit enqueues a batch's encoder behind the running batch at once (RNNT_CUDA_EARLY_ENCODER=0: off) */
     cu_pending pend[CU_PENDING_MAX];
     int pend_head, n_pend; /* the oldest pending batch (launched), and how many */
 };
@@ -122,7 +125,11 @@ void destroy(void *state)
     if (b->s) cudaStreamDestroy(b->s);
     free(b->feats);
     free(b->frames);
-    for (int i = 0; i < CU_PENDING_MAX; i++) free(b->pend[i].t_enc);
+    for (int i = 0; i < CU_PENDING_MAX; i++) {
+        free(b->pend[i].t_enc);
+        for (int k = 0; k < 4; k++)
+            if (b->pend[i].ev[k]) cudaEventDestroy(b->pend[i].ev[k]);
+    }
     free(b);
 }
 
@@ -169,6 +176,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     b->stage_helpers = ep.stage_helpers;
     const char *sc = getenv("RNNT_CUDA_STAGE_CHUNK");
     if (sc && atol(sc) > 0) ep.stage_chunk = (size_t)atol(sc);
+    const char *rr = getenv("RNNT_CUDA_R_REC"); /* lab: rows per recurrent GEMM call (cu_encoder_params.r_rec) */
+    if (rr && atoi(rr) > 0) ep.r_rec = cu_round_up_i(atoi(rr), 16);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
     const char *mp = getenv("RNNT_CUDA_MAPPED");
     RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
@@ -198,6 +207,10 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     for (int i = 0; i < CU_PENDING_MAX; i++) b->pend[i].t_enc = (int *)calloc((size_t)p->max_batch, sizeof(int));
     if (!b->feats || !b->frames || !b->pend[0].t_enc || !b->pend[1].t_enc)
         return cu_set_err(err, errlen, RNNT_ERR_NOMEM, "cuda: out of host memory");
+    for (int i = 0; i < CU_PENDING_MAX; i++)
+        for (int k = 0; k < 4; k++) CU_TRY(cudaEventCreate(&b->pend[i].ev[k]));
+    const char *ee = getenv("RNNT_CUDA_EARLY_ENCODER");
+    b->early_enc = !(ee && strcmp(ee, "0") == 0);
     CU_TRY(cudaStreamSynchronize(b->s));
     return RNNT_OK;
 }
@@ -223,28 +236,42 @@ rnnt_status create(const struct rnnt_model *m, const rnnt_runner_params *p, void
 
 const char *device_name(void *state) { return ((cu_backend *)state)->name; }
 
-/* The staged batch (features on their way or being computed on the stream): encoder, joint
- * projection and decoding enqueued on the stream, with events between the phases. */
-rnnt_status launch(cu_backend *b, char *err, size_t errlen)
+/* The staged batch (features on their way or being computed on the stream): encoder and joint projection
+ * enqueued on the stream (launch_encoder), then decoding (launch_decoder), with events ev[0..3] between the
+ * phases. The decoder writes its results into the one pinned buffer, so a batch's decoder may be enqueued
+ * only once the batch before it has been unpacked; its encoder may run before that (submit/collect). */
+rnnt_status launch_encoder(cu_backend *b, cudaEvent_t *ev, char *err, size_t errlen)
 {
-    const cu_encoder_batch *bt = cu_encoder_get_batch(b->enc);
-    CU_TRY(cudaEventRecord(b->ev[0], b->s));
+    CU_TRY(cudaEventRecord(ev[0], b->s));
     RNNT_TRY(cu_encoder_run(b->enc, err, errlen));
-    CU_TRY(cudaEventRecord(b->ev[1], b->s));
+    CU_TRY(cudaEventRecord(ev[1], b->s));
     RNNT_TRY(cu_encoder_joint_proj(b->enc, err, errlen));
-    CU_TRY(cudaEventRecord(b->ev[2], b->s));
-    memset(&b->prof, 0, sizeof b->prof);
-    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &b->prof, err,
-                            errlen));
-    CU_TRY(cudaEventRecord(b->ev[3], b->s));
+    CU_TRY(cudaEventRecord(ev[2], b->s));
     return RNNT_OK;
 }
 
-/* Waits for the launched batch of n utterances (t_enc[i] encoder frames each) and unpacks it. */
-rnnt_status finish(cu_backend *b, int n, const int *t_enc, rnnt_result *out, rnnt_timing *timing, double t_host,
-                   double *frontend_s, char *err, size_t errlen)
+rnnt_status launch_decoder(cu_backend *b, cudaEvent_t *ev, char *err, size_t errlen)
 {
-    CU_TRY(cudaStreamSynchronize(b->s));
+    const cu_encoder_batch *bt = cu_encoder_get_batch(b->enc);
+    memset(&b->prof, 0, sizeof b->prof);
+    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &b->prof, err,
+                            errlen));
+    CU_TRY(cudaEventRecord(ev[3], b->s));
+    return RNNT_OK;
+}
+
+rnnt_status launch(cu_backend *b, cudaEvent_t *ev, char *err, size_t errlen)
+{
+    RNNT_TRY(launch_encoder(b, ev, err, errlen));
+    return launch_decoder(b, ev, err, errlen);
+}
+
+/* Waits for the launched batch of n utterances (t_enc[i] encoder frames each; its events ev) and unpacks
+ * it: only its own decoder's end is waited for (the next batch's encoder may be running behind it). */
+rnnt_status finish(cu_backend *b, cudaEvent_t *ev, int n, const int *t_enc, rnnt_result *out, rnnt_timing *timing,
+                   double t_host, double *frontend_s, char *err, size_t errlen)
+{
+    CU_TRY(cudaEventSynchronize(ev[3]));
     for (int i = 0; i < n; i++) {
         cu_dec_result r = cu_decoder_result(b->dec, i);
         if (r.status == 2)
@@ -265,9 +292,9 @@ rnnt_status finish(cu_backend *b, int n, const int *t_enc, rnnt_result *out, rnn
     }
     if (timing) {
         float e_ms = 0, j_ms = 0, d_ms = 0;
-        CU_TRY(cudaEventElapsedTime(&e_ms, b->ev[0], b->ev[1]));
-        CU_TRY(cudaEventElapsedTime(&j_ms, b->ev[1], b->ev[2]));
-        CU_TRY(cudaEventElapsedTime(&d_ms, b->ev[2], b->ev[3]));
+        CU_TRY(cudaEventElapsedTime(&e_ms, ev[0], ev[1]));
+        CU_TRY(cudaEventElapsedTime(&j_ms, ev[1], ev[2]));
+        CU_TRY(cudaEventElapsedTime(&d_ms, ev[2], ev[3]));
         timing->encoder_s = e_ms / 1e3;
         if (b->mode == CU_DEC_PROFILE) {
             timing->joint_s = (j_ms + b->prof.joint_ms) / 1e3;
@@ -293,8 +320,8 @@ rnnt_status finish(cu_backend *b, int n, const int *t_enc, rnnt_result *out, rnn
 rnnt_status decode_staged(cu_backend *b, int n, rnnt_result *out, rnnt_timing *timing, double t_host, double *frontend_s,
                           char *err, size_t errlen)
 {
-    RNNT_TRY(launch(b, err, errlen));
-    return finish(b, n, cu_encoder_get_batch(b->enc)->t_enc_host, out, timing, t_host, frontend_s, err, errlen);
+    RNNT_TRY(launch(b, b->ev, err, errlen));
+    return finish(b, b->ev, n, cu_encoder_get_batch(b->enc)->t_enc_host, out, timing, t_host, frontend_s, err, errlen);
 }
 
 rnnt_status decode(void *state, int n, const rnnt_input *in, rnnt_result *out, rnnt_timing *timing, char *err,
@@ -339,7 +366,11 @@ rnnt_status submit(void *state, int n, const rnnt_input *in, char *err, size_t e
     q->t_host = t_host;
     q->failed = RNNT_OK;
     memcpy(q->t_enc, cu_encoder_get_batch(b->enc)->t_enc_host, (size_t)n * sizeof(int));
-    if (b->n_pend == 0) RNNT_TRY(launch(b, err, errlen)); /* on a failure nothing is pending */
+    if (b->n_pend == 0) RNNT_TRY(launch(b, q->ev, err, errlen)); /* on a failure nothing is pending */
+    /* a batch is running: this one's encoder goes behind it on the stream now (its decoder waits for the
+     * running batch's collect), so the GPU does not idle while that collect unpacks; a failed launch is
+     * this batch's collect's answer */
+    else if (b->early_enc) q->failed = launch_encoder(b, q->ev, q->err, sizeof q->err);
     b->n_pend++;
     return RNNT_OK;
 }
@@ -353,13 +384,15 @@ rnnt_status collect(void *state, rnnt_result *out, rnnt_timing *timing, char *er
     cudaError_t ce = cudaSetDevice(b->p.device);
     if (st != RNNT_OK) snprintf(err, errlen, "%s", q->err); /* its launch failed in the collect before */
     else if (ce != cudaSuccess) st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: %s", cudaGetErrorString(ce));
-    else st = finish(b, q->n, q->t_enc, out, timing, q->t_host, NULL, err, errlen);
+    else st = finish(b, q->ev, q->n, q->t_enc, out, timing, q->t_host, NULL, err, errlen);
     /* the batch is collected whatever the outcome */
     b->pend_head = (b->pend_head + 1) % CU_PENDING_MAX;
     b->n_pend--;
-    if (b->n_pend > 0) { /* the staged batch starts now; a failed launch is its collect's answer */
+    if (b->n_pend > 0) { /* the staged batch's decoder (and encoder, unless submit enqueued it) starts now; a
+                            failed launch is its collect's answer */
         cu_pending *nx = &b->pend[b->pend_head];
-        nx->failed = launch(b, nx->err, sizeof nx->err);
+        if (nx->failed == RNNT_OK)
+            nx->failed = b->early_enc ? launch_decoder(b, nx->ev, nx->err, sizeof nx->err) : launch(b, nx->ev, nx->err, sizeof nx->err);
     }
     return st;
 }

@@ -827,7 +827,7 @@ rnnt_status cu_dec_cluster(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, 
 
 namespace {
 
-constexpr int kGridSlots = 8; /* slots a block of the grid loop holds: nb <= 8 x blocks */
+constexpr int kGridSlots = 16; /* slots a block of the grid loop holds: nb <= 16 x blocks (2,112 at one block per SM on the H100: a runner of 2048) */
 constexpr int kGridChunk = 4; /* f4: groups of 4 emitters staged at a time */
 
 /* The greedy loop of the whole batch in one cooperative launch (issue 16 §3, large batches): per step,

@@ -34,6 +34,9 @@ struct cu_encoder {
     int n_wave;
     void *wbuf;           /* the wavefront's scratch (zeroed at create) */
     size_t wbuf_bytes;
+    int chip;             /* every layer in one wavefront with W_hh on chip (cu_lstm_wave_chip), rows < max_batch */
+    void *ychip;          /* its outputs of layers 0 .. n_enc - 3 (layers n_enc - 2, n_enc - 1 write e->y) */
+    size_t ychip_el;      /* elements per layer there */
     void *hbuf;           /* persistent kernels' scratch (h buffers, control words; zeroed at create) */
     size_t hbuf_bytes;
     int fused_bt;         /* rows of the fused step kernel, 0 = cuBLAS + cell kernel */
@@ -73,12 +76,17 @@ struct cu_encoder {
     cudaStream_t cs;
     cudaEvent_t ev_in, ev_up;
     int up_recorded;
-    /* ev_raw: the point on s after the last encoder run, which has read the device input (raw); the
-     * next batch's raw transfers wait only for it, so with a batch staged while another runs
-     * (rnnt_runner_submit) they overlap the running batch's decoding; meta, which the decoder reads,
-     * still waits for everything enqueued on s */
+    /* ev_raw: the point on s after the last encoder run (with raw_early: after its frontend kernel), which has
+     * read the device input (raw); the next batch's raw transfers wait only for it, so with a batch staged while
+     * another runs (rnnt_runner_submit) they overlap the running batch's decoding (raw_early: its layers too; at
+     * B 2048 of the MLPerf-shaped model the 655 MB upload takes longer than the decoding alone); meta, which the
+     * decoder reads, still waits for everything enqueued on s */
     cudaEvent_t ev_raw;
     int raw_recorded;
+    int raw_early;        /* RNNT_CUDA_RAW_EARLY=1: the frontend kernel, the one reader of raw, launched before the
+                             layers' graph and ev_raw recorded right after it, so the next batch's transfers overlap
+                             this batch's layers; default (0): the frontend in the graph, ev_raw after the encoder */
+    int raw_done;         /* this compute recorded ev_raw after its frontend */
     const float **seg_src; /* [max_batch] */
     size_t *seg_bytes;     /* [max_batch] */
     /* batch */
@@ -221,9 +229,10 @@ static rnnt_status lstreams_create(cu_encoder *e, size_t rec_rows, char *err, si
         /* The recurrent GEMMs chosen for n SMs (cublasSetSmCountTarget), so that those of concurrent layers can
          * share the GPU: another kernel than the per-step path's, so other bits, but one shape and one kernel per
          * runner. RNNT_CUDA_LSTREAM_SMS=n (0: cuBLAS's own choice); default 66 up to 64 slots, 33 above (the best
-         * of the sweep in run 2); none in the rin mode. */
+         * of the sweep in run 2), 66 again from CU_LARGE_RUNNER_MIN_B (512-row calls: the best of session 5's sweep
+         * at 2048); none in the rin mode. */
         const char *ce_sms = getenv("RNNT_CUDA_LSTREAM_SMS");
-        int sms = ce_sms ? atoi(ce_sms) : e->lrows_rin ? 0 : e->bcap <= 64 ? 66 : 33;
+        int sms = ce_sms ? atoi(ce_sms) : e->lrows_rin ? 0 : e->bcap <= 64 || e->max_batch >= CU_LARGE_RUNNER_MIN_B ? 66 : 33;
         if (i % 2 == 0 && sms > 0) {
             cublasStatus_t bs = cublasSetSmCountTarget(e->lblas[i], sms);
             if (bs != CUBLAS_STATUS_SUCCESS)
@@ -258,7 +267,12 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->tcap = cu_round_up_i(p->max_frames, e->quantum);
     /* larger chunks for large runners: fewer, fuller GEMMs; small runners waste less on padding */
     e->r_in = p->r_in > 0 ? p->r_in : (p->max_batch >= 64 ? 4096 : 1024);
-    e->r_rec = p->r_rec > 0 ? p->r_rec : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
+    /* fp16 runners of CU_LARGE_RUNNER_MIN_B and more: 512 rows (fewer, fuller recurrent GEMMs: the MLPerf-shaped
+     * encoder at B 2048 125 -> 115 ms with the SM target below, kernels/dev/NOTES.md, "The whole engine at large
+     * batch"); fp32 keeps 256 (one path at every size) */
+    e->r_rec = p->r_rec > 0 ? p->r_rec
+                            : w->dt == CU_F16 && p->max_batch >= CU_LARGE_RUNNER_MIN_B ? 512
+                                                                                         : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
     e->graphs = p->graphs;
     e->cache_cap = p->graph_cache > 0 ? p->graph_cache : 16;
     e->tmax = (int *)calloc((size_t)w->n_enc + 1, sizeof(int));
@@ -364,7 +378,34 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
                 l++;
             }
         }
+    /* Every layer as ONE wavefront with the recurrent weights on chip: by default for runners of max_batch <=
+     * CU_WAVE_CHIP_AUTO_MAX_B (p->wave == 0 and no RNNT_CUDA_WAVE), or asked for (p->wave == 2, RNNT_CUDA_WAVE=2,
+     * or RNNT_CUDA_WAVE_CHIP=1 with a wavefront asked for); p->wave < 0 or RNNT_CUDA_WAVE=0 never. Only where
+     * every layer is persistent (fp16), of one size, and max_batch rows fit its shared memory (kernels/dev/NOTES.md,
+     * "All layers in flight"). */
+    int want_chip = p->wave == 2;
+    if (p->wave == 0) {
+        const char *env = getenv("RNNT_CUDA_WAVE");
+        want_chip = env ? atoi(env) == 2 : p->max_batch <= CU_WAVE_CHIP_AUTO_MAX_B;
+    }
+    if (p->wave > 0 && !want_chip) {
+        const char *env = getenv("RNNT_CUDA_WAVE_CHIP");
+        want_chip = env && atoi(env) > 0;
+    }
+    if (want_chip && e->n_persist == w->n_enc) {
+        int ok = cu_wave_chip_fits(w->n_enc, w->enc[0].hidden, p->max_batch);
+        for (int l = 1; l < w->n_enc && ok; l++) {
+            const cu_lstm_w *A = &w->enc[l - 1], *N = &w->enc[l];
+            ok = A->hidden == N->hidden && A->hp == N->hp && A->g4 == N->g4 && N->in_w == A->time_stack * A->hp;
+        }
+        if (ok) {
+            e->chip = 1;
+            memset(e->wave, 0, (size_t)w->n_enc);
+            e->n_wave = 0;
+        }
+    }
     size_t wb_bytes = e->n_wave ? cu_wave_scratch_bytes(2, e->bcap, hpmax) : 0;
+    if (e->chip) wb_bytes = cu_wave_chip_scratch_bytes(w->n_enc, p->max_batch, w->enc[0].hidden, hpmax, 0);
     size_t fp_el = cu_round_up(B * e->tmax[w->n_enc], rin) * (size_t)w->jp;
     e->meta_ints = 1 + B * (3 + (size_t)w->n_enc);
     size_t raw_el = (size_t)p->max_batch * p->max_frames * w->F;
@@ -389,7 +430,9 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     TAKE(o_hb, hb_bytes);
     size_t o_wb;
     TAKE(o_wb, wb_bytes);
-    size_t o_hs2, o_mb;
+    size_t o_hs2, o_mb, o_yc;
+    e->ychip_el = e->chip && w->n_enc > 2 ? (size_t)p->max_batch * e->tmax[0] * hpmax : 0;
+    TAKE(o_yc, e->ychip_el * (w->n_enc > 2 ? w->n_enc - 2 : 0) * esz);
     TAKE(o_hs2, e->fused_bt || e->mma_step ? rec_rows * hpmax * esz : 0);
     TAKE(o_mb, any_proj ? rec_rows * hpmax * esz : 0);
 #undef TAKE
@@ -423,6 +466,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->wbuf = a + o_wb;
     e->wbuf_bytes = wb_bytes;
     e->hs2 = a + o_hs2;
+    e->ychip = a + o_yc;
     e->mbuf = a + o_mb;
     e->h_raw = (float *)((char *)e->h_meta + cu_round_up(e->meta_ints * 4, 256));
     rnnt_status st = RNNT_OK;
@@ -430,6 +474,8 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_in, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_raw, cudaEventDisableTiming);
+    const char *re = getenv("RNNT_CUDA_RAW_EARLY");
+    e->raw_early = re && strcmp(re, "1") == 0; /* off until measured on the device (kernels/dev/NOTES.md) */
     if (ce != cudaSuccess)
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
     if (st == RNNT_OK)
@@ -606,16 +652,45 @@ static rnnt_status enqueue_lstreams(cu_encoder *e, int nb, int tb, char *err, si
     return RNNT_OK;
 }
 
-/* Everything of one bucket, enqueued on the stream (captured into a graph or launched directly). */
+/* The frontend of one bucket (raw -> x0: normalisation and frame stacking), the only reader of raw; launched on
+ * its own before the layers' graph, so that the next batch's upload may start as soon as it has run. */
+static rnnt_status enqueue_frontend(cu_encoder *e, int nb, int tb, char *err, size_t errlen)
+{
+    const cu_weights *w = e->w;
+    return cu_frontend(e->s, w->dt, nb, tb, w->F, w->fp, e->raw, meta_off(e, e->meta), meta_frames(e, e->meta), w->mean,
+                       w->sd, e->x0, err, errlen);
+}
+
+/* The layers of one bucket (after the frontend, which is enqueued here too unless raw_early launches it on its
+ * own), enqueued on the stream (captured into a graph or launched directly). */
 static rnnt_status enqueue_encoder(cu_encoder *e, int nb, int tb, char *err, size_t errlen)
 {
     const cu_weights *w = e->w;
     size_t esz = cu_dtype_size(w->dt);
-    RNNT_TRY(cu_frontend(e->s, w->dt, nb, tb, w->F, w->fp, e->raw, meta_off(e, e->meta), meta_frames(e, e->meta),
-                         w->mean, w->sd, e->x0, err, errlen));
+    if (!e->raw_early) RNNT_TRY(enqueue_frontend(e, nb, tb, err, errlen));
     if (e->lchunk) return enqueue_lstreams(e, nb, tb, err, errlen);
     const void *in = e->x0;
     int T = tb / w->k;
+    if (e->chip) {
+        /* layer 0's input GEMM, then every layer in one kernel; rows >= max_batch are never live */
+        const int n = w->n_enc, nbc = nb < e->max_batch ? nb : e->max_batch;
+        const cu_lstm_w *L0 = &w->enc[0];
+        RNNT_TRY(cu_gemm_rows(e->blas, w->dt, nb * T, 4 * L0->hidden, L0->in_w, in, L0->in_w, L0->w_ih, L0->in_w, e->xproj,
+                              0, L0->g4, e->r_in, err, errlen));
+        cu_wave_layer wl[CU_WAVE_MAX_LAYERS];
+        memset(wl, 0, sizeof wl);
+        for (int l = 0; l < n; l++) {
+            const cu_lstm_w *L = &w->enc[l];
+            wl[l].w_hh = (const __half *)L->w_hh, wl[l].w_ih = l > 0 ? (const __half *)L->w_ih : NULL, wl[l].bias = L->bias;
+            wl[l].x = l == 0 ? (const __half *)e->xproj : NULL, wl[l].ldx_b = (size_t)T * L->g4;
+            wl[l].len = meta_lens(e, e->meta, l);
+            wl[l].y = (__half *)(l >= n - 2 ? e->y[l & 1] : (char *)e->ychip + (size_t)l * e->ychip_el * 2);
+            wl[l].ldy_b = (size_t)T * L->hp, wl[l].T = T, wl[l].H = L->hidden, wl[l].hp = L->hp, wl[l].g4 = L->g4;
+            wl[l].in_w = L->in_w, wl[l].stack_in = l > 0 ? w->enc[l - 1].time_stack : 1;
+            T /= L->time_stack;
+        }
+        return cu_lstm_wave_chip(e->s, w->act, nbc, n, wl, 0, -1, -1, e->wbuf, e->wbuf_bytes, err, errlen);
+    }
     for (int l = 0; l < w->n_enc; l++) {
         const cu_lstm_w *L = &w->enc[l];
         void *y = e->y[l & 1];
@@ -790,8 +865,11 @@ static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen);
 
 rnnt_status cu_encoder_compute(cu_encoder *e, char *err, size_t errlen)
 {
+    e->raw_done = 0;
     rnnt_status st = compute_batch(e, err, errlen);
-    /* after it the device input has been read (cu_encoder_stage); recorded after a failure too */
+    /* after it the device input has been read (cu_encoder_stage); recorded after a failure too, unless compute
+     * recorded it after the frontend already */
+    if (e->raw_done) return st;
     cudaError_t ce = cudaEventRecord(e->ev_raw, e->s);
     e->raw_recorded = ce == cudaSuccess;
     if (st == RNNT_OK && ce != cudaSuccess)
@@ -804,6 +882,11 @@ static rnnt_status compute_batch(cu_encoder *e, char *err, size_t errlen)
     const cu_encoder_batch *b = &e->batch;
     e->batch.graphs_on = 0;
     if (b->tb == 0) return RNNT_OK;
+    if (e->raw_early) {
+        RNNT_TRY(enqueue_frontend(e, b->nb, b->tb, err, errlen));
+        CU_TRY(cudaEventRecord(e->ev_raw, e->s));
+        e->raw_recorded = e->raw_done = 1;
+    }
     if (e->graphs) {
         cudaGraphExec_t x;
         rnnt_status st = get_graph(e, b->nb, b->tb, &x, err, errlen);
@@ -845,9 +928,14 @@ void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec)
 }
 float *cu_encoder_raw_dev(const cu_encoder *e) { return e->raw; }
 size_t cu_encoder_device_bytes(const cu_encoder *e) { return e->arena_bytes + e->lbuf_bytes; }
-const void *cu_encoder_layer_out(const cu_encoder *e, int l) { return e->y[l & 1]; }
+const void *cu_encoder_layer_out(const cu_encoder *e, int l)
+{
+    if (e->chip && l < e->w->n_enc - 2) return (const char *)e->ychip + (size_t)l * e->ychip_el * 2;
+    return e->y[l & 1];
+}
 int cu_encoder_persistent_layers(const cu_encoder *e) { return e->n_persist; }
-int cu_encoder_wave_pairs(const cu_encoder *e) { return e->n_wave; }
+int cu_encoder_wave_pairs(const cu_encoder *e) { return e->chip ? 1 : e->n_wave; }
+int cu_encoder_wave_chip(const cu_encoder *e) { return e->chip; }
 int cu_encoder_fused_steps(const cu_encoder *e) { return e->fused_bt > 0; }
 int cu_encoder_mma_steps(const cu_encoder *e) { return e->mma_step; }
 int cu_encoder_stage_helpers(const cu_encoder *e) { return cu_stager_helpers(e->stager); }

@@ -18,11 +18,15 @@
  * over streams by default, in chunks of CU_LSTREAM_CHUNK_DEFAULT steps of the last layer. */
 #define CU_LSTREAMS_AUTO_MIN_B 24
 #define CU_LSTREAM_CHUNK_DEFAULT 16
+/* fp16 runners of at least this many utterances run their recurrent GEMMs in calls of 512 rows (not 256), on 66 SMs
+ * under layer streams (not 33). */
+#define CU_LARGE_RUNNER_MIN_B 512
 
 typedef struct {
     int max_batch, max_frames;
     int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
-    int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256) */
+    int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256; 512 for fp16
+                        runners of CU_LARGE_RUNNER_MIN_B and more) */
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */
     int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */
@@ -31,7 +35,10 @@ typedef struct {
                         max_batch <= CU_PERSIST_MAX_B; -1 never (per-step GEMMs). Fixed per encoder, so
                         every batch of a runner takes the same path. */
     int wave;        /* 1: pairs of consecutive persistent layers run as one layer wavefront (cu_wave.h);
-                        -1 never; 0 (default): only when the environment sets RNNT_CUDA_WAVE=1. */
+                        2: every layer as one wavefront with W_hh on chip where it fits (cu_lstm_wave_chip;
+                        RNNT_CUDA_WAVE_CHIP=1 turns a 1 into a 2); -1 never; 0 (default): as the environment's
+                        RNNT_CUDA_WAVE=0 / 1 / 2 says, else 2 for fp16 runners of max_batch <=
+                        CU_WAVE_CHIP_AUTO_MAX_B (1) where it fits, off otherwise. */
     int mma_step;    /* fp16 layers on the per-step path (hp <= CU_MMA_MAX_HP): 1 each step t >= 1 is one
                         tensor-core kernel with the cell in its epilogue (cu_mma_step.h) instead of a cuBLAS
                         GEMM + the cell kernel; -1 never; 0 (default): as the environment's
@@ -93,7 +100,8 @@ size_t cu_encoder_device_bytes(const cu_encoder *e);
 /* Number of layers whose recurrence runs as a persistent kernel; whether steps use the fused kernel. */
 int cu_encoder_persistent_layers(const cu_encoder *e);
 /* Number of layer pairs that run as one layer wavefront (cu_wave.h). */
-int cu_encoder_wave_pairs(const cu_encoder *e);
+int cu_encoder_wave_pairs(const cu_encoder *e); /* 1 when every layer runs as one on-chip wavefront */
+int cu_encoder_wave_chip(const cu_encoder *e);
 int cu_encoder_fused_steps(const cu_encoder *e);
 /* Whether the per-step layers run as a wavefront over streams (lstreams), and its steps per chunk of the
  * last layer (0 when off). */

@@ -54,4 +54,24 @@ size_t cu_wave_scratch_bytes(int n, int nb_max, int hp);
 rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
                          void *scratch, size_t scratch_bytes, char *err, size_t errlen);
 
+/* Every layer in ONE persistent kernel with the recurrent weights on chip (issue 16 §1; kernels/dev/NOTES.md,
+ * "All layers in flight, W_hh on chip"): one block of 512 threads per SM owns 8 units of every layer,
+ * W_hh of layers 0-1 in registers and of layers 2-4 in shared memory (64 KB per layer and block), one
+ * grid barrier per wavefront step; layers >= 1 project their inputs in chunks of `chunk` steps in the
+ * shadow of a barrier. Same H in every layer, H <= 1024, up to 8 rows (fewer where shared memory is
+ * short: 3 rows for 5 layers). layers[0].x is the input projection (no bias); `stagger` delays each later
+ * layer by that many extra steps so the layers' chunk projections fall on different steps (-1: chunk / 4).
+ * stage: 1 copies every layer's h rows into shared memory with cp.async before the products (one L2 round
+ * trip per step instead of one per layer) where shared memory allows (5 layers of 1024: 1 row); 0 or -1
+ * never (the default: staging measured slower). Rows: n nb <= 16 (one warp per layer and row for the cell).
+ * Every y row is written in full (zeros past len). */
+int cu_wave_chip_fits(int n, int H, int nb);
+/* fp16 runners of at most this many rows run every encoder layer this way by default (cu_encoder.cu): measured
+ * at B = 1 on the H100, bench_encoder 2.48 ms against 3.66 for layer by layer (cuDNN 2.61); 2-3 rows measured
+ * faster in the lab only (kernels/dev/NOTES.md, "All layers in flight") */
+#define CU_WAVE_CHIP_AUTO_MAX_B 1
+size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk);
+rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
+                              int stagger, int stage, void *scratch, size_t scratch_bytes, char *err, size_t errlen);
+
 #endif

@@ -8,6 +8,13 @@
  *   4  as 2, chunks of 32 steps
  *   5  every layer in ONE wave (where cu_wave_fits: small H only; 5 x 1024 does not fit)
  *   6  as 2, groups of 3 layers (where it fits)
+ *   7  every layer in ONE wave with W_hh on chip (cu_lstm_wave_chip: layers 0-1 in registers, 2-4 in
+ *      shared memory, one block per SM owning 8 units of every layer), chunks of 16, stagger 4
+ *   8  as 7, chunks of 8, stagger 2
+ *   9  as 7, chunks of 32, stagger 8
+ *  10  as 7, chunks of 16, no stagger (every layer's chunk projection on the same wavefront step)
+ *  11  as 7, every layer's h staged in shared memory by cp.async first where it fits (B = 1 at 5 x 1024);
+ *      7-10 load h straight into fragments layer after layer (run 1: staging was slower)
  *
  *   lab_lstm_wave [variant]        check every variant (or one) against the CPU reference, then time
  *   lab_lstm_wave V B [T]          run variant V on the 5 x 1024 stack twice (for ncu), no check
@@ -55,8 +62,8 @@ struct stack {
     std::vector<float *> dbias;
     std::vector<int *> dlen;
     __half *dxproj;
-    void *pscratch, *wscratch;
-    size_t pscratch_bytes, wscratch_bytes;
+    void *pscratch, *wscratch, *cscratch;
+    size_t pscratch_bytes, wscratch_bytes, cscratch_bytes;
 };
 
 static __half *up16(const std::vector<float> &h, size_t extra_bytes = 16)
@@ -135,11 +142,14 @@ static void make(stack *S, int nl, int in0, int H, int B, int T0, const int *sta
     S->wscratch_bytes = cu_wave_scratch_bytes(CU_WAVE_MAX_LAYERS, 32, S->hp);
     CK(cudaMalloc(&S->wscratch, S->wscratch_bytes));
     CK(cudaMemset(S->wscratch, 0, S->wscratch_bytes));
+    S->cscratch_bytes = cu_wave_chip_scratch_bytes(CU_WAVE_MAX_LAYERS, B < 8 ? B : 8, H, S->hp, 32);
+    CK(cudaMalloc(&S->cscratch, S->cscratch_bytes));
+    CK(cudaMemset(S->cscratch, 0, S->cscratch_bytes));
 }
 
 static void destroy(stack *S)
 {
-    cudaFree(S->dx0), cudaFree(S->dxproj), cudaFree(S->pscratch), cudaFree(S->wscratch);
+    cudaFree(S->dx0), cudaFree(S->dxproj), cudaFree(S->pscratch), cudaFree(S->wscratch), cudaFree(S->cscratch);
     for (int l = 0; l < S->nl; l++)
         cudaFree(S->dwih[l]), cudaFree(S->dwhh[l]), cudaFree(S->dy[l]), cudaFree(S->dbias[l]), cudaFree(S->dlen[l]);
 }
@@ -212,12 +222,30 @@ static void group_wave(cudaStream_t s, stack *S, int l0, int n, int chunk)
                     errlen));
 }
 
+static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stage)
+{
+    cu_wave_layer L[CU_WAVE_MAX_LAYERS];
+    for (int l = 0; l < S->nl; l++) {
+        L[l].w_hh = S->dwhh[l], L[l].w_ih = l > 0 ? S->dwih[l] : NULL, L[l].bias = S->dbias[l];
+        L[l].x = l == 0 ? S->dxproj : NULL, L[l].ldx_b = (size_t)S->T[l] * S->g4;
+        L[l].len = S->dlen[l], L[l].y = S->dy[l], L[l].ldy_b = (size_t)S->T[l] * S->hp;
+        L[l].T = S->T[l], L[l].H = S->H, L[l].hp = S->hp, L[l].g4 = S->g4, L[l].in_w = S->in_w[l];
+        L[l].stack_in = l > 0 ? S->s[l - 1] : 1;
+    }
+    RK(cu_lstm_wave_chip(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, chunk, stagger, stage, S->cscratch,
+                         S->cscratch_bytes, err, errlen));
+}
+static bool is_chip(int v) { return v >= 7; }
+static int chip_chunk(int v) { return v == 8 ? 8 : v == 9 ? 32 : 16; }
+static int chip_stagger(int v) { return v == 10 ? 0 : -1; }
+
 static int group_of(int v) { return v == 5 ? 99 : v == 6 ? 3 : 2; }
 static int chunk_of(int v) { return v == 3 ? 8 : v == 4 ? 32 : 16; }
 
 static int applies(int v, const stack *S)
 {
     if (v == 1) return cu_persist_fits(S->H, S->B, NULL);
+    if (is_chip(v)) return cu_wave_chip_fits(S->nl, S->H, S->B);
     int g = group_of(v) < S->nl ? group_of(v) : S->nl;
     return S->B <= 32 && cu_wave_fits(g, S->H, S->B);
 }
@@ -226,6 +254,11 @@ static void run(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
 {
     if (v == 1) {
         for (int l = 0; l < S->nl; l++) input_gemm(blas, S, l), layer_persist(s, S, l);
+        return;
+    }
+    if (is_chip(v)) {
+        input_gemm(blas, S, 0);
+        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : 0);
         return;
     }
     int g = group_of(v) < S->nl ? group_of(v) : S->nl;
@@ -266,8 +299,27 @@ static const char *names[] = {"",
                               "wave pairs, chunk 8",
                               "wave pairs, chunk 32",
                               "one wave of every layer",
-                              "wave triples, chunk 16"};
-static const int NV = 6;
+                              "wave triples, chunk 16",
+                              "all layers, W_hh on chip, chunk 16",
+                              "all layers, W_hh on chip, chunk 8",
+                              "all layers, W_hh on chip, chunk 32",
+                              "all layers, W_hh on chip, chunk 16, no stagger",
+                              "all layers, W_hh on chip, chunk 16, h staged"};
+static const int NV = 11;
+/* LAB_VARIANTS=1,7,8 runs only those (the checks and the bench) */
+static bool wanted(int v)
+{
+    const char *e = getenv("LAB_VARIANTS");
+    if (!e || !*e) return true;
+    for (const char *p = e; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p) break;
+        if (x == v) return true;
+        p = *end ? end + 1 : end;
+    }
+    return false;
+}
 
 int main(int argc, char **argv)
 {
@@ -304,6 +356,10 @@ int main(int argc, char **argv)
         {5, 48, 320, 9, 20, 0, 0, {1, 2, 1, 1, 1}},    /* MLPerf-like stack after layer 1 */
         {3, 24, 63, 32, 18, 1, 1, {2, 1, 1, 1, 1}},    /* B = 32 (four n-tiles), stack */
         {2, 16, 17, 1, 9, 0, 0, {1, 1, 1, 1, 1}},      /* tiny */
+        {5, 240, 1000, 3, 31, 0, 0, {1, 2, 1, 1, 1}},  /* MLPerf-like stack, H not a multiple of 64, odd T, B = 3 */
+        {3, 40, 100, 2, 25, 2, 1, {1, 1, 1, 1, 1}},    /* every row short, hard */
+        {5, 24, 63, 1, 33, 0, 1, {2, 1, 2, 1, 1}},     /* two stacks, H = 63, odd T */
+        {4, 64, 1024, 4, 20, 0, 0, {1, 1, 1, 1, 1}},   /* B = 4, 4 layers (2 in shared memory): 16 cells */
     };
     int fails = 0;
     for (const ck &k : checks) {
@@ -313,7 +369,7 @@ int main(int argc, char **argv)
         int last = S.nl - 1, Tl = S.T[last];
         std::vector<__half> first;
         for (int v = 1; v <= NV; v++) {
-            if (only && v != only) continue;
+            if ((only && v != only) || !wanted(v)) continue;
             if (!applies(v, &S)) {
                 printf("check L=%d H=%d B=%d T=%d variant %d: does not apply\n", S.nl, S.H, S.B, k.T, v);
                 continue;
@@ -357,7 +413,7 @@ int main(int argc, char **argv)
     if (getenv("LAB_CHECK_ONLY")) return fails ? 1 : 0; /* under compute-sanitizer */
 
     printf("\n| stack | B | variant | ms (median of 20) | vs variant 1 |\n|---|---|---|---|---|\n");
-    static const int Bs[] = {1, 8, 16, 32};
+    static const int Bs[] = {1, 2, 3, 8, 16, 32};
     static const int mlp[5] = {1, 2, 1, 1, 1};
     for (int shape = 0; shape < 2; shape++)
         for (int B : Bs) {
@@ -365,7 +421,7 @@ int main(int argc, char **argv)
             make(&S, 5, 240, 1024, B, 300, shape ? mlp : NULL, 1, false);
             float base = 0;
             for (int v = 1; v <= NV; v++) {
-                if (only && v != only && v != 1) continue;
+                if ((only && v != only && v != 1) || (v != 1 && !wanted(v))) continue;
                 if (!applies(v, &S)) continue;
                 float ms = time_variant(v, blas, s, &S);
                 if (v == 1) base = ms;

@@ -418,7 +418,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
         p.graphs = 1;
         p.persist = persist;
         p.fused = fused;
-        p.wave = run == 6 ? 1 : -1;
+        p.wave = run == 6 ? 1 : run <= 1 ? 0 : -1; /* the default runs (0, 1) take the runner's default */
         p.mma_step = run >= 7 && run <= 11 ? 1 : run == 3 || run >= 12 ? -1 : 0;
         p.lstreams = run >= 12 ? 1 : run <= 1 ? 0 : -1; /* the default runs (0, 1) as a runner would */
         cu_encoder *e;

@@ -30,7 +30,8 @@
  * batches in flight (batch k + 1 staged while batch k runs), alternating the two 3 times; per mode the
  * wall time per batch (median of the 3 rounds; from the first call to the last batch's completion,
  * over reps + 1) and the difference, the host time hidden; the tokens of every batch are checked equal between the
- * modes.
+ * modes, and the device memory the runner took (cudaMemGetInfo's use after the rounds less before it was made) per
+ * utterance it holds.
  * --max-batch N: every runner holds N utterances whatever its batch size (the daemon's runners hold
  * batching.max_batch and decode smaller batches; an fp16 runner of max_batch <= 32 takes the
  * persistent recurrence, a larger one per-step GEMMs). */
@@ -192,6 +193,8 @@ static int run_async(const rnnt_model *m, rnnt_runner_params p, int B, int frame
 {
     char err[512];
     rnnt_runner *r;
+    size_t used0 = 0, used1 = 0, mem_total = 0;
+    int have_mem = p.backend == RNNT_BACKEND_CUDA && rnnt_cuda_memory(p.device, &used0, &mem_total) == 0;
     if (rnnt_runner_create(m, &p, &r, err, sizeof err)) {
         fprintf(stderr, "runner: %s\n", err);
         return 1;
@@ -232,14 +235,17 @@ static int run_async(const rnnt_model *m, rnnt_runner_params p, int B, int frame
     if (failed) fprintf(stderr, "decode: %s\n", err);
     int same = 1;
     for (int k = 0; k < reps && !failed; k++) same &= tok_sum[0][k] == tok_sum[1][k];
+    /* the runner's device memory (buffers, graphs, workspaces) per utterance it holds, after the rounds */
+    if (have_mem && rnnt_cuda_memory(p.device, &used1, &mem_total) != 0) have_mem = 0;
     if (!failed) {
         double w[2];
         for (int mode = 0; mode < 2; mode++) {
             qsort(wall[mode], 3, sizeof(double), cmp_d);
             w[mode] = wall[mode][1];
         }
-        printf("| %d | %d | %.2f | %.2f | %.0f | %.0f | %.2f | %s |\n", B, p.max_batch, w[0] * 1e3, w[1] * 1e3,
-               B * seconds / w[0], B * seconds / w[1], (w[0] - w[1]) * 1e3, same ? "yes" : "NO");
+        printf("| %d | %d | %.2f | %.2f | %.0f | %.0f | %.2f | %s | %.2f |\n", B, p.max_batch, w[0] * 1e3, w[1] * 1e3,
+               B * seconds / w[0], B * seconds / w[1], (w[0] - w[1]) * 1e3, same ? "yes" : "NO",
+               have_mem && used1 > used0 ? (double)(used1 - used0) / 1048576.0 / p.max_batch : NAN);
         fflush(stdout);
     }
     for (int mode = 0; mode < 2; mode++) {
@@ -456,8 +462,8 @@ int main(int argc, char **argv)
     if (async) {
         printf("\nSynchronous calls vs two batches in flight (rnnt_runner_submit / collect), one runner, one thread, %d "
                "batches back to back per round, median of 3 alternated rounds:\n\n| batch | runner max_batch | decode ms per "
-               "batch | submit/collect ms per batch | RTFx decode | RTFx submit/collect | ms hidden per batch | same tokens |\n"
-               "|---|---|---|---|---|---|---|---|\n", reps);
+               "batch | submit/collect ms per batch | RTFx decode | RTFx submit/collect | ms hidden per batch | same tokens | "
+               "device MiB per utterance held |\n|---|---|---|---|---|---|---|---|---|\n", reps);
         int bad = 0;
         for (int i = 0; i < nB; i++) {
             p.max_batch = max_batch > Bs[i] ? max_batch : Bs[i];

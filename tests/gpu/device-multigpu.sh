@@ -5,8 +5,8 @@
 #   2. sametext: an fp32 daemon on [0] and one on auto (both GPUs) each transcribe the same 96 random utterances
 #      (5-15 s), 24 at a time so batches spread over both GPUs; every transcript must be identical;
 #   3. scale: fp16 daemons (max_batch 256, 2 workers per device) on [0] and then on auto under the same load
-#      (P loadgen processes x C clients of random 10 s utterances); throughput and each device's busy share
-#      (busy_seconds from /health over the load's wall time).
+#      (PROCS loadgen processes x CLIENTS clients of random 10 s utterances for SECS s); throughput and each
+#      device's busy share (busy_seconds from /health over the load's wall time).
 #   tests/gpu/device-multigpu.sh [STEPS]   STEPS: comma list of slots,sametext,scale (default all three)
 set -u
 mg_steps=${1:-slots,sametext,scale}
@@ -61,6 +61,8 @@ PY
 fi
 
 if has scale; then
+  # HTTP_THREADS / MAX_CONN: the transport for a heavier load than device-daemon.sh's (8 threads, 1,024 connections)
+  GPU_CONF=$(sed "s/http_threads: 8/http_threads: ${HTTP_THREADS:-8}/; s/max_connections: 1024/max_connections: ${MAX_CONN:-1024}/" <<< "$GPU_CONF")
   for devs in "[0]" "auto"; do
     log "scale: fp16 daemon, model.devices $devs"
     if start_daemon cuda "$GPU_CONF

@@ -514,6 +514,96 @@ static void test_large_batch(void **state)
     }
 }
 
+/* Runners of the largest batch (RNNT_MAX_BATCH, 2048: issue 16 §2's 512-2048), where the encoder's recurrent GEMMs
+ * run in several calls per step and the grid loop holds more than 8 slots per block: the utterances of a generated
+ * model with a 2-layer predictor repeated into batches of 2048 and 1037, decoded by the WHILE graph, the default and
+ * the grid loop with the weights in shared memory (tile 2) in fp32 and fp16, each bitwise the WHILE graph's result in
+ * the same runner; fp32 tokens identical to the CPU's and probabilities within PROB_TOL, also with the recurrent GEMM
+ * in calls of 512 and 2048 rows (RNNT_CUDA_R_REC: another kernel, so only against the CPU). */
+static void test_runner_max(void **state)
+{
+    (void)state;
+    static const int sizes[] = {RNNT_MAX_BATCH, 1037};
+    enum { n_sizes = 2, n_modes = 5, maxB = RNNT_MAX_BATCH };
+    static const char *modes[n_modes][4] = {{"RNNT_CUDA_DECODE", "while", NULL, NULL},
+                                            {NULL, NULL, NULL, NULL},
+                                            {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_TILE", "2"},
+                                            {"RNNT_CUDA_R_REC", "512", NULL, NULL},
+                                            {"RNNT_CUDA_R_REC", "2048", NULL, NULL}};
+    char err[512];
+    const gm_cfg *cfg = &gen_models[1]; /* 2 predictor layers, time stacking, odd sizes */
+    char *dir = tu_tmpdir();
+    gm_write_model(dir, cfg, g_seed + 83);
+    rnnt_model *m;
+    if (rnnt_model_load(dir, &m, err, sizeof err)) fail_msg("%s", err);
+    uint64_t seed = g_seed + 89;
+    utts u;
+    make_utts(m, g_quick ? 40 : 90, &seed, &u);
+    rnnt_input *bin = calloc((size_t)maxB, sizeof *bin);
+    rnnt_result *ref = calloc((size_t)n_sizes * maxB, sizeof *ref), *out = calloc((size_t)maxB, sizeof *out);
+    assert_non_null(bin);
+    assert_non_null(ref);
+    assert_non_null(out);
+    rnnt_result cpu[N_UTT];
+    memset(cpu, 0, sizeof cpu);
+    {
+        rnnt_runner *rc = make_runner(m, RNNT_BACKEND_CPU, RNNT_PRECISION_FP32, MAX_B, u.max_frames);
+        int order[N_UTT];
+        for (int i = 0; i < u.n; i++) order[i] = i;
+        decode_order(rc, &u, order, MAX_B, cpu);
+        rnnt_runner_free(rc);
+    }
+    for (int prec = 0; prec < 2; prec++) {
+        rnnt_precision p = prec ? RNNT_PRECISION_FP16 : RNNT_PRECISION_FP32;
+        for (int k = 0; k < n_modes; k++) {
+            const int other_gemm = modes[k][0] && !strcmp(modes[k][0], "RNNT_CUDA_R_REC");
+            if (other_gemm && prec) continue; /* fp16: other bits than the WHILE graph's runner, no reference */
+            char *saved = modes[k][0] ? env_push(modes[k][0], modes[k][1]) : NULL;
+            char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
+            rnnt_runner *r = make_runner(m, RNNT_BACKEND_CUDA, p, maxB, u.max_frames);
+            if (modes[k][2]) env_pop(modes[k][2], saved2);
+            if (modes[k][0]) env_pop(modes[k][0], saved);
+            for (int s = 0; s < n_sizes; s++) {
+                int nb = sizes[s];
+                rnnt_result *want = ref + (size_t)s * maxB;
+                for (int b = 0; b < nb; b++) bin[b] = u.in[(b * 7 + s) % u.n];
+                memset(k == 0 ? want : out, 0, (size_t)nb * sizeof *out);
+                if (rnnt_runner_decode(r, nb, bin, k == 0 ? want : out, NULL, err, sizeof err))
+                    fail_msg("decode: %s", err);
+                for (int b = 0; b < nb; b++) {
+                    int i = (b * 7 + s) % u.n;
+                    const rnnt_result *got = k == 0 ? &want[b] : &out[b];
+                    if (!prec && (k == 0 || other_gemm) &&
+                        (!same_result(got, &cpu[i]) ||
+                         (cpu[i].status == RNNT_OK && !(probs_diff(got, &cpu[i]) <= PROB_TOL)))) {
+                        describe("runner of max batch vs CPU", cfg->name, i, &u, got, &cpu[i]);
+                        fail_msg("%s: fp32 %s %s, utterance %d in a batch of %d differs from the CPU", cfg->name,
+                                 modes[k][0] ? modes[k][0] : "default", modes[k][0] ? modes[k][1] : "", i, nb);
+                    }
+                    if (k > 0 && !other_gemm && (!same_result(&out[b], &want[b]) || probs_diff(&out[b], &want[b]) != 0)) {
+                        describe("runner of max batch", cfg->name, i, &u, &out[b], &want[b]);
+                        fail_msg("%s: %s %s: slot %d of a batch of %d differs from the WHILE graph's", cfg->name,
+                                 prec ? "fp16" : "fp32", modes[k][0] ? modes[k][1] : "default", b, nb);
+                    }
+                    if (k > 0) rnnt_result_clear(&out[b]);
+                }
+            }
+            rnnt_runner_free(r);
+        }
+        clear_all(ref, n_sizes * maxB);
+    }
+    printf("%s: runners of %d, batches of %d and 1037: default and grid loop (tile 2) bitwise the WHILE graph in fp32 and "
+           "fp16; fp32 identical to the CPU, also with recurrent GEMMs of 512 and 2048 rows\n",
+           cfg->name, RNNT_MAX_BATCH, RNNT_MAX_BATCH);
+    clear_all(cpu, u.n);
+    free(bin);
+    free(ref);
+    free(out);
+    free_utts(&u);
+    rnnt_model_free(m);
+    tu_rmdir(dir);
+}
+
 static void check_golden_tokens(const char *dir)
 {
     char path[8300], name[64], err[512];
@@ -738,7 +828,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generated),  cmocka_unit_test(test_golden),  cmocka_unit_test(test_extra_models),
         cmocka_unit_test(test_fp16_agreement), cmocka_unit_test(test_numeric), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_large_batch),
+        cmocka_unit_test(test_large_batch), cmocka_unit_test(test_runner_max),
     };
     /* RNNT_TEST_ONLY=pattern: only the tests whose names match (cmocka's * and ? globs); lets a slow
      * tool such as racecheck take one test per run. */

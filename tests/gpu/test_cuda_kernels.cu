@@ -31,6 +31,7 @@ extern "C" {
 #include "cu_mma_step.h"
 #include "cu_persist.h"
 #include "cu_stage.h"
+#include "cu_wave.h"
 #include "cu_weights.h"
 #include "gpu_models.h"
 #include "multiblank.h"
@@ -933,6 +934,98 @@ static void test_encoder(void **state)
     CK(cudaStreamDestroy(s));
 }
 
+/* Every layer as one wavefront with W_hh on chip (cu_lstm_wave_chip, encoder param wave = 2) on the k-enc-wave
+ * model (3 x 100, a time stack of 2 after layer 0): a runner of 3 rows, as a graph and launched directly; within
+ * the fp16 tolerance of the CPU engine, and each utterance alone bitwise equal to its row in the batch of 3. */
+static void test_encoder_chip(void **state)
+{
+    (void)state;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    void *ws;
+    CK(cudaMalloc(&ws, 32 << 20));
+    cublasHandle_t h;
+    RK(cu_blas_create(s, ws, 32 << 20, &h, err, errlen));
+    char *dir = tu_tmpdir();
+    gm_cfg mc = enc_model(2);
+    gm_write_model(dir, &mc, g_seed + 40);
+    rnnt_model *m;
+    char merr[512];
+    if (rnnt_model_load(dir, &m, merr, sizeof merr)) fail_msg("%s", merr);
+    uint64_t seed = g_seed + 41;
+    const int B = 3, maxT = 97;
+    float *feats[B];
+    int frames[B] = {maxT, 0, 1 + (int)(tu_rand_next(&seed) % maxT)};
+    for (int b = 0; b < B; b++) feats[b] = gm_features(frames[b], m->feature_dim, m->fe_mean, m->fe_std, &seed);
+    if (!cu_wave_chip_fits(mc.n_enc, 100, B)) { /* a device without the room for it */
+        printf("encoder on chip: does not fit this device, not run\n");
+        for (int b = 0; b < B; b++) free(feats[b]);
+        rnnt_model_free(m);
+        tu_rmdir(dir);
+        cublasDestroy(h);
+        CK(cudaFree(ws));
+        CK(cudaStreamDestroy(s));
+        return;
+    }
+    cu_weights w;
+    RK(cu_weights_upload(m, CU_F16, &w, err, errlen));
+    for (int graphs = 1; graphs >= 0; graphs--) {
+        cu_encoder_params p;
+        memset(&p, 0, sizeof p);
+        p.max_batch = B;
+        p.max_frames = maxT;
+        p.graphs = graphs;
+        p.wave = 2;
+        p.r_in = 64;
+        cu_encoder *e;
+        RK(cu_encoder_create(&w, s, h, &p, &e, err, errlen));
+        if (!cu_encoder_wave_chip(e)) fail_msg("encoder: the on-chip wavefront was asked for and not taken");
+        float *f, *fp;
+        run_encoder(e, &w, B, feats, frames, &f, &fp);
+        const cu_encoder_batch *bt = cu_encoder_get_batch(e);
+        int t_enc_b = bt->t_enc, He = w.he, J = w.J;
+        double worst = 0;
+        for (int b = 0; b < B; b++) {
+            int Te = rnnt_model_encoder_frames(m, frames[b]);
+            float *sc = (float *)malloc((rnnt_cpu_encoder_scratch(m, frames[b]) + 1) * 4);
+            float *ref = (float *)malloc(((size_t)Te * He + 1) * 4), *rfp = (float *)malloc(((size_t)Te * J + 1) * 4);
+            assert_int_equal(rnnt_cpu_encode(m, feats[b], frames[b], ref, sc, NULL), Te);
+            rnnt_cpu_joint_enc_proj(m, Te, ref, rfp);
+            float *got = (float *)malloc(((size_t)Te * He + 1) * 4), *gfp = (float *)malloc(((size_t)Te * J + 1) * 4);
+            for (int t = 0; t < Te; t++) {
+                for (int j = 0; j < He; j++) got[(size_t)t * He + j] = f[((size_t)b * t_enc_b + t) * w.hep + j];
+                for (int j = 0; j < J; j++) gfp[(size_t)t * J + j] = fp[((size_t)b * t_enc_b + t) * w.jp + j] + m->joint_enc_b[j];
+            }
+            double e1 = tu_rel_err(got, ref, (size_t)Te * He), e2 = tu_rel_err(gfp, rfp, (size_t)Te * J);
+            if (!(e1 <= 3e-2) || !(e2 <= 3e-2))
+                fail_msg("encoder on chip graphs=%d utt %d (%d frames): rel err %.3g, joint proj %.3g", graphs, b, frames[b], e1, e2);
+            if (e1 > worst) worst = e1;
+            free(sc), free(ref), free(rfp), free(got), free(gfp);
+            if (Te == 0) continue; /* nothing to compare alone */
+            /* alone: bitwise its row of the batch */
+            float *f1, *fp1;
+            run_encoder(e, &w, 1, &feats[b], &frames[b], &f1, &fp1);
+            const cu_encoder_batch *b1 = cu_encoder_get_batch(e);
+            for (int t = 0; t < Te; t++)
+                if (memcmp(&f1[(size_t)t * w.hep], &f[((size_t)b * t_enc_b + t) * w.hep], (size_t)He * 4))
+                    fail_msg("encoder on chip graphs=%d: utterance %d frame %d differs alone and in the batch of 3", graphs, b, t);
+            (void)b1;
+            free(f1), free(fp1);
+        }
+        printf("encoder %s on chip (wave = 2) graphs=%d: 3 utterances within %.2g of the CPU; each alone bitwise equal to "
+               "its row in the batch\n", mc.name, graphs, worst);
+        free(f), free(fp);
+        cu_encoder_free(e);
+    }
+    cu_weights_free(&w);
+    for (int b = 0; b < B; b++) free(feats[b]);
+    rnnt_model_free(m);
+    tu_rmdir(dir);
+    cublasDestroy(h);
+    CK(cudaFree(ws));
+    CK(cudaStreamDestroy(s));
+}
+
 /* ------------------------------------------------------------------ joint + argmax */
 
 static void check_joint(cu_dtype dt, rnnt_joint_act act, int M, int J, int n_out, int tie, uint64_t *seed)
@@ -1320,7 +1413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm), cmocka_unit_test(test_pointwise), cmocka_unit_test(test_layer_norm), cmocka_unit_test(test_joint),
         cmocka_unit_test(test_pred), cmocka_unit_test(test_dec_rule), cmocka_unit_test(test_fused), cmocka_unit_test(test_mma_step),
-        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_encoder), cmocka_unit_test(test_encoder_chip),
         cmocka_unit_test(test_stage),
     };
     /* RNNT_TEST_ONLY=pattern: only the tests whose names match (cmocka's globs), as test_cuda_engine */

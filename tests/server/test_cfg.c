@@ -178,7 +178,7 @@ static void test_bad_keys(void **st)
 static void test_bad_values(void **st)
 {
     (void)st;
-    expect_err("batching:\n  max_batch: 0\n", "t.yaml:2:14: batching.max_batch: 0 is out of range [1, 1024]");
+    expect_err("batching:\n  max_batch: 0\n", "t.yaml:2:14: batching.max_batch: 0 is out of range [1, 2048]");
     expect_err("server:\n  port: 65536\n", "t.yaml:2:9: server.port: 65536 is out of range [0, 65535]");
     expect_err("server:\n  port: -1\n", "t.yaml:2:9: server.port: -1 is out of range [0, 65535]");
     expect_err("server:\n  port: abc\n", "t.yaml:2:9: server.port: expected an integer, got \"abc\"");

@@ -34,7 +34,7 @@ class ConfigAndFlags(unittest.TestCase):
 
     def test_config_errors_with_line_numbers(self):
         cases = [
-            ("server:\n  port: 8080\nbatching:\n  max_batch: 0\n", ":4:14: batching.max_batch: 0 is out of range [1, 1024]"),
+            ("server:\n  port: 8080\nbatching:\n  max_batch: 0\n", ":4:14: batching.max_batch: 0 is out of range [1, 2048]"),
             ("server:\n  listen: 127.0.0.1\n  prot: 1\n", ":3:3: server.prot: unknown key"),
             ("model:\n  backend: tpu\n", ':2:12: model.backend: "tpu" is not one of auto | cpu | cuda'),
             ("limits:\n  max_frames: lots\n", ':2:15: limits.max_frames: expected an integer, got "lots"'),
