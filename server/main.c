@@ -181,10 +181,15 @@ static void watchdog_stop(void)
     g_wd.started = 0;
 }
 
-/* Memory after large requests: big buffers (bodies, features) always get their own mappings, given
- * back on free (glibc otherwise raises its mmap threshold after the first large free, so the next
- * bodies land in the heap and stay there), few arenas, and what the heap keeps is trimmed when idle. */
-#define MEM_MMAP_THRESHOLD (256 * 1024)
+/* Memory after large requests: buffers over MEM_MMAP_THRESHOLD get their own mappings, given back on
+ * free (glibc otherwise raises its mmap threshold after the first large free, so the next bodies land
+ * in the heap and stay there), few arenas, and what the heap keeps is trimmed when idle. The threshold
+ * is above a request's usual body and features (a 10 s .npy is 320 KB of each, 15 s 480 KB): at
+ * 256 KB every such request mapped, faulted in and unmapped ~0.6 MB, ~35% of the transport's CPU per
+ * request (server/THROUGHPUT.md); JSON bodies and long utterances' features still get their own
+ * mappings (at 4 MB the 1.9 MB features of test_memory's 60 s rounds stayed in the heap: RSS 23 -> 30-43 MB
+ * after them, one run over the test's bound; at 1 MB it comes back to 23 MB). */
+#define MEM_MMAP_THRESHOLD (1024 * 1024)
 #define MEM_ARENA_MAX 4
 #define MEM_TRIM_IDLE_S 2.0
 

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "rnnt_audio.h"
 #include "audio_body.h"
+#include "result_text.h"
 #include "eng_pcm.h"
 #include "log.h"
 #include "routes_int.h"
@@ -310,6 +312,10 @@ static void body_piece(route_req *r, const char *data, size_t n)
 {
     r->bytes_in += (long long)n;
     if (r->phase != PH_BODY) return;
+    if (r->body && data == r->body + r->len && r->len + n <= r->cap) {
+        r->len += n; /* received in place (body_room): nothing to copy */
+        return;
+    }
     if (r->len + n > r->limit) {
         drop_body(r);
         route_send_error(r, 413, "payload_too_large", "body larger than %zu bytes (limits.max_%s_bytes)", r->limit, r->limit_key);
@@ -347,6 +353,19 @@ static void job_done(sched_job *sj, void *user)
     tp_resume(r->conn);
 }
 
+/* RNNTD_REPLY_TEXT=0 writes every result through jansson (A/B runs). */
+static int result_text_wanted(void)
+{
+    static _Atomic int wanted = -1; /* every loop thread computes the same value */
+    int w = atomic_load(&wanted);
+    if (w < 0) {
+        const char *env = getenv("RNNTD_REPLY_TEXT");
+        w = !(env && !strcmp(env, "0"));
+        atomic_store(&wanted, w);
+    }
+    return w;
+}
+
 /* Back on the loop after job_done: the answer. */
 static void finish_transcribe(route_req *r)
 {
@@ -370,6 +389,18 @@ static void finish_transcribe(route_req *r)
     }
     reply_result_info ri = {r->id, r->audio_s, r->frames, j->sj.batch_size, j->sj.t_start - j->sj.t_submit, j->compute_s,
                             sched_now() - r->t0, r->prep_ms, r->opts.timestamps};
+    size_t len = 0;
+    char *text = result_text_wanted() ? result_text(eng_model(r->engine), &j->result, &ri, &len) : NULL;
+    if (text) {
+        /* The same bytes as the jansson document below, written without building it. */
+        reply_opts o = {0};
+        o.request_id = r->id;
+        o.close = svc_draining(r->s);
+        r->status = 200;
+        r->phase = PH_REPLIED;
+        reply_text(r->conn, 200, "application/json", text, len, &o);
+        return;
+    }
     route_send_json(r, 200, reply_result_json(eng_model(r->engine), &j->result, &ri));
 }
 
@@ -598,6 +629,17 @@ static void on_body(void *ctx, tp_conn *c, const char *data, size_t len)
     else r->bytes_in += (long long)len;
 }
 
+/* The transport may receive a Content-Length transcription body straight into the buffer sized at
+ * the head (begin_transcribe), within its cap. */
+static char *body_room(void *ctx, tp_conn *c, size_t *room)
+{
+    (void)ctx;
+    route_req *r = tp_user(c);
+    if (!r || r->ep != EP_TRANSCRIBE || r->early.status || r->phase != PH_BODY || !r->body || r->len >= r->cap) return NULL;
+    *room = r->cap - r->len;
+    return r->body + r->len;
+}
+
 static void on_body_end(void *ctx, tp_conn *c)
 {
     (void)ctx;
@@ -677,7 +719,7 @@ static void on_done(void *ctx, tp_conn *c, tp_outcome outcome)
 
 int routes_start(srv *s, char *err, size_t errlen)
 {
-    static const tp_handlers h = {on_head, on_body, on_body_end, on_resume, on_error, on_done};
+    static const tp_handlers h = {on_head, on_body, on_body_end, on_resume, on_error, on_done, body_room};
     tp_config tc = {0};
     tc.listen = s->c.listen;
     tc.port = (unsigned)s->c.port;

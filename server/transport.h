@@ -52,6 +52,12 @@ typedef struct {
     void (*on_error)(void *ctx, tp_conn *c, const hp_error *e);
     /* The request is over; called once for every request whose tp_user was set. */
     void (*on_done)(void *ctx, tp_conn *c, tp_outcome outcome);
+    /* Optional: where the next bytes of a Content-Length body may be received directly (no copy
+     * through the transport's buffer), with *room bytes free there; NULL: through on_body copies.
+     * The transport receives at most min(*room, bytes left) there and then calls on_body with data
+     * pointing at them, so the handler sees the same calls (and applies the same caps) either way
+     * and only skips its copy when data is its own room. */
+    char *(*body_room)(void *ctx, tp_conn *c, size_t *room);
 } tp_handlers;
 
 typedef struct {

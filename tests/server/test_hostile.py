@@ -46,6 +46,42 @@ class Hostile(DaemonTest):
         s.close()
         self.settle()
 
+    def test_body_in_pieces_then_pipelined(self):
+        # A .npy body over several of the transport's reads (it receives Content-Length bodies straight
+        # into the request's buffer), sent in odd pieces with pauses; the last piece holds the body's end
+        # and a whole second request, which must not be taken as body bytes. Both answers as alone.
+        rows = max(9, 70000 // (4 * self.dim))
+        body = npy_bytes(rows, self.dim, random_features(rows, self.dim, 5))
+        self.assertLess(len(body), 262144)
+        st, _, want = self.d.transcribe(body, ctype="application/x-npy")
+        self.assertEqual(st, 200, want)
+        h1 = self.head("application/x-npy", len(body))
+        h2 = self.head("application/x-npy", len(body), extra="Connection: close\r\n")
+        first, second = h1 + body, h2 + body
+        cuts = [len(h1) + 1, len(h1) + 5003, len(h1) + 40000, len(first) - 17]
+        s = self.sock()
+        prev = 0
+        for c in cuts:
+            s.sendall(first[prev:c])
+            prev = c
+            time.sleep(0.05)
+        s.sendall(first[prev:] + second)
+        s.settimeout(20 * SLOW)
+        raw = recv_to_close(s)
+        s.close()
+        answers = []
+        while raw:
+            e = raw.find(b"\r\n\r\n")
+            self.assertGreater(e, 0, raw[:200])
+            head = raw[:e].decode("latin-1").split("\r\n")
+            n = [int(l.split(":", 1)[1]) for l in head if l.lower().startswith("content-length:")][0]
+            answers.append((head[0], json.loads(raw[e + 4:e + 4 + n])))
+            raw = raw[e + 4 + n:]
+        self.assertEqual([a[0] for a in answers], ["HTTP/1.1 200 OK"] * 2, answers)
+        for _, doc in answers:
+            self.assertEqual(doc["tokens"], want["tokens"])
+        self.settle()
+
     def test_content_length_too_small(self):
         # The first 10 bytes are taken as the body (not JSON: 400); the rest is not a request.
         raw = self.d.raw(self.head(length=10) + self.body, read_timeout=3)

@@ -2,7 +2,8 @@
 (6,000 frames x 80 features, 17 significant digits each) against the shipped model; once the daemon
 is idle its resident set (VmRSS of /proc/PID/status) must come back near where it started. Before
 the streaming JSON parser, the allocator settings (server/main.c memory_tune) and the CPU workspace
-beyond 16 MB given back when a worker goes idle (rnnt_runner_trim) it went from 30 to 426 MB; now 25 -> 28. Skipped under the sanitizers (their allocator keeps freed memory in quarantine on purpose)."""
+beyond 16 MB given back when a worker goes idle (rnnt_runner_trim) it went from 30 to 426 MB; now 25 -> 28
+(23 -> 23 with the mmap threshold at 1 MB, session 5; at 4 MB it was 23 -> 30-43, once over the bound). Skipped under the sanitizers (their allocator keeps freed memory in quarantine on purpose)."""
 import os
 import random
 import sys
