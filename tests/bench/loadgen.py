@@ -18,10 +18,13 @@ import argparse
 import array
 import http.client
 import json
+import os
 import random
 import socket
 import struct
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -58,6 +61,50 @@ def scrape(host, port, headers):
     return out
 
 
+def run_loadc(a, host, port, raw_reqs, headers, lat, audio, batch, statuses, errors, srv_t):
+    """--client c: the prepared requests go to loadc (tests/bench/loadc.c) in files; its lines fill the same
+    lists as the Python clients. Returns (metrics before, metrics after, measured seconds, client CPU s)."""
+    prog = a.loadc or os.environ.get("RNNTD_LOADC") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "tests", "bench", "loadc")
+    if not os.access(prog, os.X_OK):
+        print("loadgen: --client c needs the loadc program (%s): build it, or name it with --loadc" % prog, file=sys.stderr)
+        return None, None, 0, 0
+    with tempfile.TemporaryDirectory(prefix="loadgen-") as tmp:
+        files = []
+        for i, r in enumerate(raw_reqs):
+            files.append(os.path.join(tmp, "req%d" % i))
+            with open(files[-1], "wb") as f:
+                f.write(r)
+        addr = socket.gethostbyname(host)
+        p = subprocess.Popen([prog, addr, str(port), str(a.concurrency), str(max(a.warmup, 0.0)), str(a.duration),
+                              str(a.timeout)] + files, stdout=subprocess.PIPE, text=True)
+        if a.warmup > 0:
+            time.sleep(a.warmup)
+        m0 = scrape(host, port, headers)
+        out, _ = p.communicate()
+        m1 = scrape(host, port, headers)
+    cpu = 0.0
+    for line in out.splitlines():
+        f = line.split(" ", 1)
+        if f[0] == "R":
+            st, dt, dur, bs, q, c, t = f[1].split()
+            st = int(st)
+            statuses[st] = statuses.get(st, 0) + 1
+            if st == 200:
+                lat.append(float(dt))
+                audio.append(float(dur))
+                batch.append(float(bs))
+                for k, v in zip(("queue_ms", "compute_ms", "total_ms"), (q, c, t)):
+                    srv_t[k].append(float(v) if float(v) >= 0 else float("nan"))
+        elif f[0] == "E":
+            errors.append(f[1] if len(f) > 1 else "error")
+        elif f[0] == "C":
+            cpu = float(f[1])
+    if p.returncode not in (0, 1):
+        errors.append("loadc exit %d" % p.returncode)
+    return m0, m1, a.duration, cpu
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", help=".npy feature files to send (round robin)")
@@ -72,14 +119,19 @@ def main():
     ap.add_argument("--token-file", help="bearer token for servers with authentication")
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
-    ap.add_argument("--client", choices=["http", "raw"], default="http",
+    ap.add_argument("--client", choices=["http", "raw", "c"], default="http",
                     help="http: http.client; raw: one prepared send per request and a minimal reader of the "
-                         "answer (Content-Length only): less client CPU per request (0.47 -> 0.32 ms measured with 30 KB answers)")
+                         "answer (Content-Length only): less client CPU per request (0.47 -> 0.32 ms measured with 30 KB answers); "
+                         "c: the same requests from tests/bench/loadc.c (every client on one epoll thread; --loadc; duration only)")
+    ap.add_argument("--loadc", default=None, help="the loadc program for --client c (default: $RNNTD_LOADC, "
+                    "else build/tests/bench/loadc beside this checkout)")
     a = ap.parse_args()
     if a.concurrency < 1 or (a.requests is not None and a.requests < 1):
         ap.error("concurrency and requests must be positive")
     if a.duration is None and a.requests is None:
         a.duration = 10.0
+    if a.client == "c" and a.requests is not None:
+        ap.error("--client c runs for a --duration, not a number of --requests")
 
     u = urllib.parse.urlsplit(a.url)
     host, port = u.hostname or "127.0.0.1", u.port or 80
@@ -123,7 +175,7 @@ def main():
             return True
 
     raw_reqs = []
-    if a.client == "raw":
+    if a.client in ("raw", "c"):
         head = "POST /v1/transcribe HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/x-npy\r\n" % (host, port)
         head += "".join("%s: %s\r\n" % kv for kv in headers.items())
         raw_reqs = [(head + "Content-Length: %d\r\n\r\n" % len(b)).encode() + b for b in bodies]
@@ -226,26 +278,31 @@ def main():
             record(st, data, dt)
         conn.close()
 
-    target = raw_client if a.client == "raw" else client
-    threads = [threading.Thread(target=target, args=(k,), daemon=True) for k in range(a.concurrency)]
-    for t in threads:
-        t.start()
-    if a.warmup > 0:
-        time.sleep(a.warmup)
-    m0 = scrape(host, port, headers)
-    with lock:
-        state["measuring"] = True
-    t_start = time.monotonic()
-    cpu0 = time.process_time()
-    if a.requests is None:
-        time.sleep(a.duration)
+    if a.client == "c":
+        m0, m1, elapsed, client_cpu = run_loadc(a, host, port, raw_reqs, headers, lat, audio, batch, statuses, errors, srv_t)
+        if m0 is None:
+            return 2
+    else:
+        target = raw_client if a.client == "raw" else client
+        threads = [threading.Thread(target=target, args=(k,), daemon=True) for k in range(a.concurrency)]
+        for t in threads:
+            t.start()
+        if a.warmup > 0:
+            time.sleep(a.warmup)
+        m0 = scrape(host, port, headers)
         with lock:
-            state["stop"] = True
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - t_start
-    client_cpu = time.process_time() - cpu0
-    m1 = scrape(host, port, headers)
+            state["measuring"] = True
+        t_start = time.monotonic()
+        cpu0 = time.process_time()
+        if a.requests is None:
+            time.sleep(a.duration)
+            with lock:
+                state["stop"] = True
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - t_start
+        client_cpu = time.process_time() - cpu0
+        m1 = scrape(host, port, headers)
 
     lat.sort()
     n_ok = len(lat)

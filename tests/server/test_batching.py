@@ -222,6 +222,35 @@ class LoadGen(DaemonTest):
         self.assertTrue(0 < L["p50"] <= L["p90"] <= L["p99"] <= L["max"])
         self.assertGreaterEqual(rep["server"]["batches"], 1)
 
+    def test_loadgen_c(self):
+        """--client c: the same requests from tests/bench/loadc.c (built beside the daemon)."""
+        import subprocess
+        tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "loadgen.py")
+        loadc = os.path.join(os.environ["RNNTD_BUILD_DIR"], "tests", "bench", "loadc")
+        r = subprocess.run([sys.executable, tool, "--url", "http://127.0.0.1:%d" % self.d.port, "--concurrency", "6",
+                            "--duration", "1.5", "--warmup", "0.3", "--frames", "40", "--utterances", "5",
+                            "--client", "c", "--loadc", loadc, "--json"],
+                           capture_output=True, text=True, timeout=120 * SLOW)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rep = json.loads(r.stdout)
+        self.assertGreater(rep["requests_ok"], 6)
+        self.assertEqual(rep["statuses"], {"200": rep["requests_ok"]})
+        self.assertEqual(rep["connection_errors"], 0)
+        # 5 utterances of 20, 30, ..., 60 frames (10 ms each), sent round robin: the mean lies in between
+        self.assertTrue(0.2 <= rep["mean_audio_s"] <= 0.6, rep["mean_audio_s"])
+        self.assertTrue(1 <= rep["mean_batch_size"] <= 8, rep["mean_batch_size"])
+        L = rep["latency_ms"]
+        self.assertTrue(0 < L["p50"] <= L["p90"] <= L["p99"] <= L["max"])
+        self.assertGreater(rep["server_timings_ms_p50"]["total_ms"], 0)
+        self.assertGreater(rep["client_cpu_ms_per_request"], 0)
+        self.assertGreaterEqual(rep["server"]["batches"], 1)
+        # a bad program path is a usage error, not a crash
+        bad = subprocess.run([sys.executable, tool, "--url", "http://127.0.0.1:%d" % self.d.port, "--duration", "0.2",
+                              "--client", "c", "--loadc", "/nonexistent/loadc", "--json"],
+                             capture_output=True, text=True, timeout=60 * SLOW)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("needs the loadc program", bad.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
