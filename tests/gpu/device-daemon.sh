@@ -70,7 +70,7 @@ stop_daemon() {
   grep -c "level=error" "$OUT/rnntd-$1.log" | sed 's/^/error lines: /'
 }
 # load NAME PROCS CLIENTS SECONDS [FILE.npy...]: P loadgen processes of C clients each; the files, or
-# random 10 s utterances (lengths 5-15 s)
+# random 10 s utterances (lengths 5-15 s); LOAD_CLIENT: loadgen's --client (http, raw, or c: the packed loadc)
 load() {
   local name=$1 procs=$2 clients=$3 secs=$4; shift 4
   log "load $name: $procs processes x $clients clients, $secs s, ${*:-random 10 s utterances}"
@@ -78,7 +78,8 @@ load() {
   rm -f $DD/load-*.json
   for p in $(seq $procs); do
     timeout $(tmo $(( secs + 60 ))) python3 tests/bench/loadgen.py --url http://127.0.0.1:$PORT $src \
-      --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json > $DD/load-$p.json 2>&1 &
+      --seed $p --concurrency $clients --duration $secs --warmup 3 --timeout 60 --json \
+      --client ${LOAD_CLIENT:-http} --loadc $B/loadc > $DD/load-$p.json 2>&1 &
   done
   wait $(jobs -p | grep -v "^$PID$") 2>/dev/null
   for f in $DD/load-*.json; do echo "$name $(tail -1 $f)"; done >> "$OUT/load.jsonl"

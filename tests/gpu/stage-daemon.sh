@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-cuda-daemon}
 dest=.gpu/daemon
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTD_WERROR=ON >/dev/null
-cmake --build "$build" -j2 --target rnntd rnnt-transcribe bench_engine test_cuda_engine
-tests/gpu/stage-pack.sh "$dest" "$build"/server/rnntd "$build"/engine/rnnt-transcribe "$build"/tests/bench/bench_engine \
+cmake --build "$build" -j2 --target rnntd rnnt-transcribe bench_engine test_cuda_engine loadc
+tests/gpu/stage-pack.sh "$dest" "$build"/server/rnntd "$build"/engine/rnnt-transcribe "$build"/tests/bench/bench_engine "$build"/tests/bench/loadc \
   "$build"/tests/gpu/test_cuda_engine
 tests/gpu/stage-pack.sh .gpu/race "$build"/tests/gpu/test_cuda_engine "$build"/engine/rnnt-transcribe

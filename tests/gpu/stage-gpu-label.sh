@@ -35,7 +35,7 @@ open(out + "/tests.tsv", "w").write("\n".join(rows) + "\n")
 open(out + "/progs.txt", "w").write("\n".join(progs) + "\n")
 ' "$PWD" "$dest"
 mapfile -t progs < "$dest/progs.txt"
-tests/gpu/stage-pack.sh "$dest" "${progs[@]}" "$build"/server/rnntd
+tests/gpu/stage-pack.sh "$dest" "${progs[@]}" "$build"/server/rnntd "$build"/tests/bench/loadc
 mkdir -p "$dest/whl"
 [ -n "$(ls "$dest"/whl/websockets-*.whl 2>/dev/null)" ] ||
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
