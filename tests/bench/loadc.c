@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define LOADC_RETRY_S 0.01
+
 typedef struct {
     char *data;
     size_t len;
@@ -41,6 +43,7 @@ typedef struct {
     size_t len, cap;
     long long want;     /* head + body bytes of the answer, once the head is complete; -1 before */
     double t0;          /* the request's start */
+    double retry_at;    /* after a failed connection: no new one before this (no busy loop while the server is away) */
 } client;
 
 static double now_s(void)
@@ -182,11 +185,12 @@ int main(int argc, char **argv)
                 }
                 continue;
             }
-            if (t >= m1) continue;
+            if (t >= m1 || t < c->retry_at) continue;
             if (c->fd < 0) {
                 c->fd = connect_to(&addr);
                 if (c->fd < 0) {
                     if (t >= m0) printf("E connect: %s\n", strerror(errno)), errors_total++;
+                    c->retry_at = t + LOADC_RETRY_S;
                     continue;
                 }
                 struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u32 = (uint32_t)k};
@@ -256,6 +260,7 @@ int main(int argc, char **argv)
                 close(c->fd);
                 c->fd = -1;
                 c->req = NULL;
+                c->retry_at = now_s() + LOADC_RETRY_S;
                 live--;
             }
         }
