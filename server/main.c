@@ -371,9 +371,7 @@ int main(int argc, char **argv)
         svc_stop(s);
         return 1;
     }
-    rnnt_fault_arm(); /* injected faults fire from now on, never during start-up or warm-up */
-    /* /health/ready says 200 a moment before this line: the fault tests wait for this message. */
-    if (n_faults > 0) notify_send("STATUS=fault injection armed: %s", faults);
+    if (n_faults > 0) notify_send("STATUS=fault injection armed: %s", faults); /* svc_load armed them */
 
     double next_status = sched_now() + STATUS_EVERY_S;
     for (;;) {

@@ -521,6 +521,9 @@ int svc_load(srv *s, char *err, size_t errlen)
     pthread_mutex_lock(&s->mu);
     s->engine = e;
     pthread_mutex_unlock(&s->mu);
+    /* Injected faults (RNNTD_FAULT) fire from now on: after start-up and warm-up, and before
+     * /health/ready says 200, so every request a client sends after seeing it ready meets them. */
+    rnnt_fault_arm();
     atomic_store(&s->ready, 1);
     engine_ready(s, e, "ready");
     return 0;

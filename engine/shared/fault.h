@@ -1,6 +1,6 @@
 /* fault.h — fault injection for tests: RNNTD_FAULT=name[:count][,name[:count]...] in the environment,
  * read once. Compiled in always and inert unless the variable is set. A fault fires only after
- * rnnt_fault_arm() (the daemon arms it once it is ready, so warm-up and start-up run clean), each
+ * rnnt_fault_arm() (the daemon arms it after warm-up, before it reports ready: start-up runs clean), each
  * time a hook asks for it, `count` times (default 1; "always" or -1: every time).
  * Names: engine_nomem (a buffer allocation in rnnt_runner_decode fails), engine_error (the backend
  * reports a failed launch for the batch), worker_hang (the daemon's worker hangs in its batch),

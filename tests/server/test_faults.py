@@ -35,8 +35,9 @@ class FaultTest(unittest.TestCase):
         self.daemons = []
 
     def start(self, config="", env=None, model=None, notify=None, **kw):
-        """A daemon whose injected faults (env RNNTD_FAULT) are armed: /health/ready answers 200 a moment
-        before the daemon arms them, so this waits for its notify message that they are."""
+        """A daemon whose injected faults (env RNNTD_FAULT) are armed. The daemon arms them before
+        /health/ready answers 200; this also waits for its notify message that they are (the message
+        proves the daemon parsed them)."""
         if notify is None:
             notify = NotifySocket()
             self.addCleanup(notify.close)
