@@ -61,9 +61,10 @@ def scrape(host, port, headers):
     return out
 
 
-def run_loadc(a, host, port, raw_reqs, headers, lat, audio, batch, statuses, errors, srv_t):
-    """--client c: the prepared requests go to loadc (tests/bench/loadc.c) in files; its lines fill the same
-    lists as the Python clients. Returns (metrics before, metrics after, measured seconds, client CPU s)."""
+def run_loadc(a, host, port, raw_reqs, headers, tally, errors):
+    """--client c: the prepared requests go to loadc (tests/bench/loadc.c) in files; each answer line goes to
+    tally(status, latency_s, duration_s, batch_size, timings) as the Python clients' answers do.
+    Returns (metrics before, metrics after, measured seconds, client CPU s)."""
     prog = a.loadc or os.environ.get("RNNTD_LOADC") or os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "tests", "bench", "loadc")
     if not os.access(prog, os.X_OK):
@@ -88,14 +89,8 @@ def run_loadc(a, host, port, raw_reqs, headers, lat, audio, batch, statuses, err
         f = line.split(" ", 1)
         if f[0] == "R":
             st, dt, dur, bs, q, c, t = f[1].split()
-            st = int(st)
-            statuses[st] = statuses.get(st, 0) + 1
-            if st == 200:
-                lat.append(float(dt))
-                audio.append(float(dur))
-                batch.append(float(bs))
-                for k, v in zip(("queue_ms", "compute_ms", "total_ms"), (q, c, t)):
-                    srv_t[k].append(float(v) if float(v) >= 0 else float("nan"))
+            timings = {k: float(v) for k, v in zip(("queue_ms", "compute_ms", "total_ms"), (q, c, t)) if float(v) >= 0}
+            tally(int(st), float(dt), float(dur), float(bs), timings)
         elif f[0] == "E":
             errors.append(f[1] if len(f) > 1 else "error")
         elif f[0] == "C":
@@ -239,16 +234,22 @@ def main():
         if sock is not None:
             sock.close()
 
-    def record(st, data, dt):
+    def tally(st, dt, duration_s=None, batch_size=None, timings=None):
+        """One measured answer: its status, and for a 200 its latency, audio, batch and server timings."""
         with lock:
             statuses[st] = statuses.get(st, 0) + 1
             if st == 200:
-                doc = json.loads(data)
                 lat.append(dt)
-                audio.append(doc["duration_s"])
-                batch.append(doc["batch_size"])
+                audio.append(duration_s)
+                batch.append(batch_size)
                 for k, v in srv_t.items():
-                    v.append(doc.get("timings", {}).get(k, float("nan")))
+                    v.append(timings.get(k, float("nan")))
+
+    def record(st, data, dt):
+        if st != 200:
+            return tally(st, dt)
+        doc = json.loads(data)
+        tally(st, dt, doc["duration_s"], doc["batch_size"], doc.get("timings", {}))
 
     def client(k):
         conn = http.client.HTTPConnection(host, port, timeout=a.timeout)
@@ -279,7 +280,7 @@ def main():
         conn.close()
 
     if a.client == "c":
-        m0, m1, elapsed, client_cpu = run_loadc(a, host, port, raw_reqs, headers, lat, audio, batch, statuses, errors, srv_t)
+        m0, m1, elapsed, client_cpu = run_loadc(a, host, port, raw_reqs, headers, tally, errors)
         if m0 is None:
             return 2
     else:
