@@ -830,6 +830,60 @@ namespace {
 constexpr int kGridSlots = 16; /* slots a block of the grid loop holds: nb <= 16 x blocks (2,112 at one block per SM on the H100: a runner of 2048) */
 constexpr int kGridChunk = 4; /* f4: groups of 4 emitters staged at a time */
 
+/* vst: 16 bytes of S from p (16-byte aligned) as floats (half -> float is exact: the values cu_ld gives) */
+__device__ __forceinline__ void grid_cvt16(const int4 raw, float *v, const __half *)
+{
+    const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __half22float2(h2[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+}
+__device__ __forceinline__ void grid_cvt16(const int4 raw, float *v, const float *)
+{
+    v[0] = __int_as_float(raw.x), v[1] = __int_as_float(raw.y), v[2] = __int_as_float(raw.z), v[3] = __int_as_float(raw.w);
+}
+
+/* vst: the f4 path's staging of nch groups of 4 emitters as fp32 emitter quadruples, x4[ci * (n0 + n1) + q]: elements
+ * q < n0 from row(ci, r, 0), then n1 from row(ci, r, 1). A thread takes 16 bytes of each of the 4 emitters' rows at a
+ * time (4 independent 16-byte loads in flight, the row pointers computed once per piece, not per element); a piece that
+ * is short (a tail) or not 16-byte aligned is read element by element. The same values as the scalar staging. */
+template <typename S, typename R>
+__device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int n1, R row)
+{
+    constexpr int E = 16 / (int)sizeof(S);
+    const int s0 = (n0 + E - 1) / E, ns = s0 + (n1 + E - 1) / E, n = n0 + n1;
+    for (int task = threadIdx.x; task < nch * ns; task += blockDim.x) {
+        const int ci = task / ns, sg = task - ci * ns, part = sg >= s0;
+        const int q0 = (part ? sg - s0 : sg) * E, len = min(E, (part ? n1 : n0) - q0);
+        const S *p[4];
+        bool fast = len == E;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            p[r] = row(ci, r, part) + q0;
+            fast = fast && ((size_t)p[r] & 15) == 0;
+        }
+        float v[4][E];
+        if (fast) {
+            int4 raw[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) raw[r] = *reinterpret_cast<const int4 *>(p[r]);
+#pragma unroll
+            for (int r = 0; r < 4; r++) grid_cvt16(raw[r], v[r], (const S *)NULL);
+        } else {
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int i = 0; i < E; i++) v[r][i] = i < len ? cu_ld(&p[r][i]) : 0.0f;
+        }
+        float4 *dst = x4 + (size_t)ci * n + (part ? n0 : 0) + q0;
+#pragma unroll
+        for (int i = 0; i < E; i++)
+            if (i < len) dst[i] = make_float4(v[0][i], v[1][i], v[2][i], v[3][i]);
+    }
+}
+
 /* The greedy loop of the whole batch in one cooperative launch (issue 16 §3, large batches): per step,
  * (A) each block takes the joint, argmax and rule of its slots (b = block, block + blocks, ...: the
  * cluster loop's joint code, clu_logits + clu_logit_partials, in k_joint_argmax's warp groups), then
@@ -841,13 +895,13 @@ constexpr int kGridChunk = 4; /* f4: groups of 4 emitters staged at a time */
 template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
                                                           cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
-                                                          long long *trace)
+                                                          int vst, long long *trace)
 {
     cg::grid_group grid = cg::this_grid();
     /* phase clocks (trace, RNNT_CUDA_DEC_TRACE=1: thread 0 of block 0): joint+rule, barrier, list, layers, their
      * barriers, projection, its barrier; steps, predictor steps */
     const bool tr = trace && blockIdx.x == 0 && threadIdx.x == 0;
-    long long tr_c[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tr_last = tr ? clock64() : 0;
+    long long tr_c[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, tr_last = tr ? clock64() : 0, tr_s0 = 0;
 #define GRID_T(k)                                 \
     do {                                          \
         if (tr) {                                 \
@@ -1070,8 +1124,16 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 if (bid < nug * S_)
                     for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
                         const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
-                        /* 4 elements a thread at a time: their 16 loads in flight together */
-                        for (int x0 = threadIdx.x; x0 < nch * IH; x0 += 4 * blockDim.x) {
+                        if (tr) tr_s0 = clock64();
+                        if (vst) /* 16 bytes of each emitter's row a thread (grid_stage_vec) */
+                            grid_stage_vec<S>(x4, nch, L.I, L.H, [&](int ci, int r, int part) -> const S * {
+                                const int r0 = (c0 + S_ * ci) * 4, rr = r0 + min(r, min(4, n - r0) - 1);
+                                const int b = rows[rr], e = rows_e[rr];
+                                return part ? h + (size_t)((e - 1) & 1) * L.hpar + (size_t)b * L.ldh
+                                            : xemb ? xemb + (size_t)rows_k[rr] * ldx : xh + (size_t)(e & 1) * xpar + (size_t)b * ldx;
+                            });
+                        /* else 4 elements a thread at a time: their 16 loads in flight together */
+                        for (int x0 = threadIdx.x; !vst && x0 < nch * IH; x0 += 4 * blockDim.x) {
                             float v[4][4];
 #pragma unroll
                             for (int u = 0; u < 4; u++) {
@@ -1092,8 +1154,16 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                             }
                         }
                         __syncthreads();
+                        if (tr) tr_c[9] += clock64() - tr_s0; /* the inputs' staging, within "layers" */
                         for (int ci = 0; ci < nch && j < L.H; ci++) {
                             const float4 *xq = x4 + (size_t)ci * IH;
+                            /* vst: the cell state's load issued before the dot products (it was a dependent L2 round
+                             * trip after them: c[b][j] was last written by whichever block had b's list position) */
+                            float cpre = 0.0f;
+                            if (vst && (lane & 7) == 0) {
+                                const int r0 = (c0 + S_ * ci) * 4, r = lane >> 3;
+                                if (r < min(4, n - r0)) cpre = L.c[(size_t)rows[r0 + r] * L.ldc + j];
+                            }
                             float acc[16];
 #pragma unroll
                             for (int a = 0; a < 16; a++) acc[a] = 0.0f;
@@ -1142,7 +1212,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                                 const int b = rows[r0 + r], e = rows_e[r0 + r];
                                 float *cp = L.c + (size_t)b * L.ldc + j;
                                 float cn, hn;
-                                lstm_cell<HARD>(a, *cp, &cn, &hn);
+                                lstm_cell<HARD>(a, vst ? cpre : *cp, &cn, &hn);
                                 *cp = cn;
                                 cu_st(&h[(size_t)(e & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
                             }
@@ -1197,7 +1267,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 if (bid < nog * S_)
                     for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
                         const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
-                        for (int x0 = threadIdx.x; x0 < nch * Hl; x0 += 4 * blockDim.x) {
+                        if (tr) tr_s0 = clock64();
+                        if (vst)
+                            grid_stage_vec<S>(x4, nch, Hl, 0, [&](int ci, int r, int) -> const S * {
+                                const int r0 = (c0 + S_ * ci) * 4, rr = r0 + min(r, min(4, n - r0) - 1);
+                                return (const S *)T.h + (size_t)(rows_e[rr] & 1) * T.hpar + (size_t)rows[rr] * T.ldh;
+                            });
+                        for (int x0 = threadIdx.x; !vst && x0 < nch * Hl; x0 += 4 * blockDim.x) {
                             float v[4][4];
 #pragma unroll
                             for (int u = 0; u < 4; u++) {
@@ -1216,6 +1292,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                             }
                         }
                         __syncthreads();
+                        if (tr) tr_c[10] += clock64() - tr_s0; /* within "proj" */
                         for (int ci = 0; ci < nch && o < J; ci++) {
                             const float4 *xq = x4 + (size_t)ci * Hl;
                             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1258,7 +1335,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
     }
 #undef GRID_T
     if (tr)
-        for (int k = 0; k < 9; k++) trace[k] = tr_c[k];
+        for (int k = 0; k < 11; k++) trace[k] = tr_c[k];
     for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
         st.t[b] = g_t[m], st.labels[b] = g_lab[m], st.n_tok[b] = g_ntok[m], st.e[b] = g_e[m], st.status[b] = g_status[m];
         st.steps[b] = g_steps[m], st.skipped[b] = g_skip[m], st.done[b] = g_done[m], st.k[b] = g_k[m];
@@ -1298,10 +1375,10 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
     auto kern = k_dec_grid<S, HARD, RELU>;
     CU_TRY(cu_allow_max_smem((const void *)kern));
     cu_dec_fused_net n = *net;
-    int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4;
+    int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4, vst = f4 && pl->vst;
     long long *trace = pl->trace;
-    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,
-                    (void *)&flags, (void *)&tile, (void *)&wsm, (void *)&f4, (void *)&trace};
+    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,   (void *)&flags,
+                    (void *)&tile, (void *)&wsm,  (void *)&f4, (void *)&vst, (void *)&trace};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;

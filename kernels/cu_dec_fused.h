@@ -101,6 +101,8 @@ typedef struct {
     int wsm;      /* with tile: the block's unit and projection rows and the joint's output layer in shared memory */
     int f4;       /* with wsm: the unit rows as fp32 gate quadruples and the emitters' inputs staged as fp32 emitter
                      quadruples (16-byte loads, 16 FMAs each, no conversions), the sums reduced in warp_sum's tree */
+    int vst;      /* with f4: the emitters' inputs staged 16 bytes a thread and the cell state loaded before the dot
+                     products (issue 16 §3, session 5; 0: element by element, the c load after the sums) */
     long long *trace; /* NULL, or 9 device words: block 0's phase clocks (lab) */
 } cu_dec_grid_plan;
 /* blocks_per_sm: at most this many (0: as many as fit); wsm: 1 the weights in shared memory where they fit, 2 the

@@ -42,6 +42,7 @@ struct cu_decoder {
     int cluster, cluster_w, cluster_g; /* blocks, warps per block and slots (0: auto) of the cluster loop */
     int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
     int grid_tile;       /* its work split (cu_dec_grid_plan.tile; 2: tile with the weights in shared memory) */
+    int grid_vst;        /* its f4 staging 16 bytes a thread (cu_dec_grid_plan.vst) */
     int *flags;          /* the grid loop's [2][bcap] step flags (int2) */
     cudaEvent_t ev[4];
 };
@@ -197,6 +198,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->cluster = 8;
     d->cluster_w = 8;
     d->grid_tile = CU_DEC_GRID_TILE_DEFAULT;
+    d->grid_vst = CU_DEC_GRID_VST_DEFAULT;
     *out = d;
     return RNNT_OK;
 }
@@ -396,6 +398,7 @@ void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile)
     d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm;
     d->grid_tile = tile < 0 ? 0 : tile > 3 ? 3 : tile;
 }
+void cu_decoder_set_grid_staging(cu_decoder *d, int vst) { d->grid_vst = vst != 0; }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
@@ -467,6 +470,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                                   tile >= 2 ? tile - 1 : 0, &pl, &why) &&
             (!auto_grid || pl.f4)) {
             pl.tile = tile != 0;
+            pl.vst = pl.f4 && d->grid_vst;
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
             long long *tdev = NULL;
@@ -482,10 +486,10 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                 CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
                 CU_TRY(cudaStreamSynchronize(d->s));
                 cudaFree(tdev);
-                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
-                                "sync %.1f list %.1f layers %.1f layer-sync %.1f proj %.1f proj-sync %.1f (kcycles)\n",
-                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
-                        h[4] / 1e3, h[5] / 1e3, h[6] / 1e3);
+                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d vst %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                                "sync %.1f list %.1f layers %.1f (staging %.1f) layer-sync %.1f proj %.1f (staging %.1f) proj-sync %.1f (kcycles)\n",
+                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.vst, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        h[9] / 1e3, h[4] / 1e3, h[5] / 1e3, h[10] / 1e3, h[6] / 1e3);
             }
             return enqueue_results(d, nb, err, errlen);
         }
