@@ -845,6 +845,22 @@ __device__ __forceinline__ void grid_cvt16(const int4 raw, float *v, const float
     v[0] = __int_as_float(raw.x), v[1] = __int_as_float(raw.y), v[2] = __int_as_float(raw.z), v[3] = __int_as_float(raw.w);
 }
 
+__device__ __forceinline__ float grid_ldcg(const __half *p) { return __half2float(__ldcg(p)); }
+__device__ __forceinline__ float grid_ldcg(const float *p) { return __ldcg(p); }
+
+/* cnt: wait until *c >= want (a counter other blocks raise with a fence before their atomicAdd); loads after it in this
+ * thread, and in the block after a __syncthreads, see what those blocks wrote before (ld.acquire). A wait that never ends
+ * is a bug: trap (the launch fails with an error) rather than hang the device. */
+__device__ __forceinline__ void grid_wait_count(const int *c, int want)
+{
+    for (long long spins = 0;; spins++) {
+        int v;
+        asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+        if (v >= want) return;
+        if (spins > (1ll << 31)) __trap();
+    }
+}
+
 /* vst: the f4 path's staging of nch groups of 4 emitters as fp32 emitter quadruples, x4[ci * (n0 + n1) + q]: elements
  * q < n0 from row(ci, r, 0), then n1 from row(ci, r, 1). A thread takes 16 bytes of each of the 4 emitters' rows at a
  * time (4 independent 16-byte loads in flight, the row pointers computed once per piece, not per element); a piece that
@@ -868,14 +884,14 @@ __device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int 
         if (fast) {
             int4 raw[4];
 #pragma unroll
-            for (int r = 0; r < 4; r++) raw[r] = *reinterpret_cast<const int4 *>(p[r]);
+            for (int r = 0; r < 4; r++) raw[r] = __ldcg(reinterpret_cast<const int4 *>(p[r]));
 #pragma unroll
             for (int r = 0; r < 4; r++) grid_cvt16(raw[r], v[r], (const S *)NULL);
         } else {
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
-                for (int i = 0; i < E; i++) v[r][i] = i < len ? cu_ld(&p[r][i]) : 0.0f;
+                for (int i = 0; i < E; i++) v[r][i] = i < len ? grid_ldcg(&p[r][i]) : 0.0f;
         }
         float4 *dst = x4 + (size_t)ci * n + (part ? n0 : 0) + q0;
 #pragma unroll
@@ -895,7 +911,7 @@ __device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int 
 template <typename S, bool HARD, bool RELU>
 __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
                                                           cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
-                                                          int vst, long long *trace)
+                                                          int vst, int *cnt, long long *trace)
 {
     cg::grid_group grid = cg::this_grid();
     /* phase clocks (trace, RNNT_CUDA_DEC_TRACE=1: thread 0 of block 0): joint+rule, barrier, list, layers, their
@@ -992,7 +1008,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             if (!g_done[m]) { /* block-uniform */
                 const float *f = net.fproj + ((size_t)b * fstride + g_t[m]) * net.ldf;
                 const float *g = net.gp + (size_t)b * net.ldg;
-                for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
+                if (cnt) { /* no grid barrier after the projection: wait for this slot's gp (every output group's part) */
+                    if (threadIdx.x == 0) grid_wait_count(cnt + nb + b, ((J + kWarps - 1) / kWarps) * (g_e[m] - st.e[b]));
+                    __syncthreads();
+                    for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], __ldcg(&g[j])));
+                } else {
+                    for (int j = threadIdx.x; j < J; j += blockDim.x) hid[j] = joint_act<RELU>(__fadd_rn(f[j], g[j]));
+                }
                 __syncthreads();
                 clu_logits<S, 1, kWarps>(hid, J, wout, net.ldw, net.bout, n_out, warp, lane, zs, 0);
                 __syncthreads();
@@ -1218,6 +1240,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                             }
                         }
                         __syncthreads(); /* x4 is restaged */
+                        if (cnt && l == net.n_pred - 1 && threadIdx.x < nch * 4) { /* this unit group's h of the chunk's emitters is out */
+                            const int r0 = (c0 + S_ * (threadIdx.x >> 2)) * 4, r = threadIdx.x & 3;
+                            if (r < min(4, n - r0)) {
+                                __threadfence();
+                                atomicAdd(cnt + rows[r0 + r], 1);
+                            }
+                        }
                     }
             } else if (tile) { /* block = (group of kWarps units, slice of the emitter groups); warp w unit w of the group */
                 const int nug = (L.H + kWarps - 1) / kWarps, S_ = max(1, nblk / nug), j = (bid / S_) * kWarps + warp;
@@ -1227,7 +1256,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                 for (int task = warp; task < nu * groups; task += kWarps) unit_task(bid + nblk * (task % nu), (task / nu) * 4);
             }
             GRID_T(3);
-            grid.sync(); /* the next layer (or the projection) reads every unit's new h */
+            if (!(cnt && l == net.n_pred - 1)) grid.sync(); /* the next layer (or the projection) reads every unit's new h */
             GRID_T(4);
         }
         /* (C) the joint's predictor projection of the emitters */
@@ -1268,6 +1297,16 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                     for (int c0 = bid % S_; c0 < groups; c0 += kGridChunk * S_) {
                         const int nch = min(kGridChunk, (groups - c0 + S_ - 1) / S_);
                         if (tr) tr_s0 = clock64();
+                        if (cnt) { /* no grid barrier after the last layer: wait for the chunk's emitters' h (every unit group) */
+                            if (threadIdx.x < nch * 4) {
+                                const int r0 = (c0 + S_ * (threadIdx.x >> 2)) * 4, r = threadIdx.x & 3;
+                                if (r < min(4, n - r0)) {
+                                    const int b = rows[r0 + r];
+                                    grid_wait_count(cnt + b, ((Hl + kWarps - 1) / kWarps) * (rows_e[r0 + r] - st.e[b]));
+                                }
+                            }
+                            __syncthreads();
+                        }
                         if (vst)
                             grid_stage_vec<S>(x4, nch, Hl, 0, [&](int ci, int r, int) -> const S * {
                                 const int r0 = (c0 + S_ * ci) * 4, rr = r0 + min(r, min(4, n - r0) - 1);
@@ -1320,6 +1359,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
                                 net.gp[(size_t)rows[r0 + r] * net.ldg + o] = __fadd_rn(u1, bo);
                         }
                         __syncthreads(); /* x4 is restaged */
+                        if (cnt && threadIdx.x < nch * 4) { /* this output group's gp of the chunk's emitters is out */
+                            const int r0 = (c0 + S_ * (threadIdx.x >> 2)) * 4, r = threadIdx.x & 3;
+                            if (r < min(4, n - r0)) {
+                                __threadfence();
+                                atomicAdd(cnt + nb + rows[r0 + r], 1);
+                            }
+                        }
                     }
             } else if (tile) {
                 const int nog = (J + kWarps - 1) / kWarps, S_ = max(1, nblk / nog), o = (bid / S_) * kWarps + warp;
@@ -1330,7 +1376,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule ru
             }
         }
         GRID_T(5);
-        grid.sync(); /* the next step's joint reads gp */
+        if (!cnt) grid.sync(); /* the next step's joint reads gp (with cnt: each slot waits for its own gp) */
         GRID_T(6);
     }
 #undef GRID_T
@@ -1376,9 +1422,11 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
     CU_TRY(cu_allow_max_smem((const void *)kern));
     cu_dec_fused_net n = *net;
     int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4, vst = f4 && pl->vst;
+    int *cnt = vst && pl->cnt ? flags + 4 * (size_t)nb : NULL; /* [2][nb] after the step flags, zeroed per launch */
+    if (cnt) CU_TRY(cudaMemsetAsync(cnt, 0, 2 * (size_t)nb * sizeof(int), stream));
     long long *trace = pl->trace;
-    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,   (void *)&flags,
-                    (void *)&tile, (void *)&wsm,  (void *)&f4, (void *)&vst, (void *)&trace};
+    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,   (void *)&flags,  (void *)&tile,
+                    (void *)&wsm,  (void *)&f4,   (void *)&vst, (void *)&cnt, (void *)&trace};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;

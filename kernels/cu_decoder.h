@@ -78,10 +78,12 @@ void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
  * same with the dot products on fp32 quadruples where they fit (cu_dec_grid_plan.f4); 0: units spread one by one). */
 #define CU_DEC_GRID_TILE_DEFAULT 3
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
-/* Its f4 staging: 1 (the default) 16 bytes a thread and the cell state loaded before the dot products; 0 element by
- * element (cu_dec_grid_plan.vst). */
+/* Its f4 staging: vst 1 (the default) 16 bytes a thread and the cell state loaded before the dot products; 0 element by
+ * element (cu_dec_grid_plan.vst); cnt 1: per-slot counters instead of the grid barriers after the last predictor layer
+ * and the projection (cu_dec_grid_plan.cnt; with vst only). */
 #define CU_DEC_GRID_VST_DEFAULT 1
-void cu_decoder_set_grid_staging(cu_decoder *d, int vst);
+#define CU_DEC_GRID_CNT_DEFAULT 0
+void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
