@@ -857,7 +857,7 @@ __device__ __forceinline__ void grid_wait_count(const int *c, int want)
         int v;
         asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
         if (v >= want) return;
-        if (spins > (1ll << 31)) __trap();
+        if (spins > (1ll << 24)) __trap(); /* ~10 s of polls: seconds where microseconds are normal */
     }
 }
 
