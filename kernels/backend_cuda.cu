@@ -35,8 +35,10 @@
  *                            warps per block: RNNT_CUDA_DEC_CLUSTER_WARPS=8|16 (default 8)
  *   RNNT_CUDA_DEC_TRACE=1    lab: the cluster loop prints the phase clocks of its first cluster to stderr
  *   RNNT_CUDA_DEC_GRID_VST=0 lab: the grid loop's f4 staging element by element (before issue 16 §3 session 5)
- *   RNNT_CUDA_DEC_GRID_CNT=1 lab: the grid loop with per-slot counters instead of the grid barriers after the last
- *                            predictor layer and the projection (one grid barrier a step for a one-layer predictor)
+ *   RNNT_CUDA_DEC_GRID_CNT=0|1 the grid loop with per-slot counters instead of the grid barriers after the last
+ *                            predictor layer and the projection (one grid barrier a step for a one-layer predictor);
+ *                            default: counters up to CU_DEC_GRID_CNT_AUTO_MAX utterances (cu_decoder.h)
+ *   RNNT_CUDA_DEC_GRID_OCC=1|2 lab: the grid loop's kernel built for 1 or 2 blocks an SM (registers)
  *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
  *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=1 lab: its f rows cached and prefetched
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
@@ -200,8 +202,9 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *dgb = getenv("RNNT_CUDA_DEC_GRID_BLOCKS"), *dgt = getenv("RNNT_CUDA_DEC_GRID_TILE"); /* grid loop (lab) */
     cu_decoder_set_grid(b->dec, dgb && atoi(dgb) > 0 ? atoi(dgb) : 0, dgt && *dgt ? atoi(dgt) : CU_DEC_GRID_TILE_DEFAULT);
     const char *dgv = getenv("RNNT_CUDA_DEC_GRID_VST"), *dgc = getenv("RNNT_CUDA_DEC_GRID_CNT"); /* grid loop (lab A/B) */
-    cu_decoder_set_grid_staging(b->dec, dgv && *dgv ? atoi(dgv) : CU_DEC_GRID_VST_DEFAULT,
-                                dgc && *dgc ? atoi(dgc) : CU_DEC_GRID_CNT_DEFAULT);
+    const char *dgo = getenv("RNNT_CUDA_DEC_GRID_OCC");
+    cu_decoder_set_grid_staging(b->dec, dgv && *dgv ? atoi(dgv) : CU_DEC_GRID_VST_DEFAULT, dgc && *dgc ? atoi(dgc) : -1,
+                                dgo && *dgo ? atoi(dgo) : -1);
     const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
     const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
     cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,

@@ -908,8 +908,8 @@ __device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int 
  * per-step kernels' sums), grid.sync after each layer; (C) the joint's predictor projection, output o
  * on block o % blocks, grid.sync. A step without an emitter costs one grid barrier. flags: [2][nb] ints
  * (by step parity: a block may start the next step's joint while another still reads this step's). */
-template <typename S, bool HARD, bool RELU>
-__global__ void __launch_bounds__(kWarps * 32) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
+template <typename S, bool HARD, bool RELU, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
                                                           cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
                                                           int vst, int *cnt, long long *trace)
 {
@@ -1418,7 +1418,7 @@ template <typename S, bool HARD, bool RELU>
 rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st,
                         const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
 {
-    auto kern = k_dec_grid<S, HARD, RELU>;
+    auto kern = pl->occ2 ? k_dec_grid<S, HARD, RELU, 2> : k_dec_grid<S, HARD, RELU, 1>;
     CU_TRY(cu_allow_max_smem((const void *)kern));
     cu_dec_fused_net n = *net;
     int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4, vst = f4 && pl->vst;
@@ -1433,9 +1433,9 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
 }
 
 template <typename S, bool HARD, bool RELU>
-int grid_blocks_per_sm(size_t smem)
+int grid_blocks_per_sm(size_t smem, int occ2)
 {
-    auto kern = k_dec_grid<S, HARD, RELU>;
+    auto kern = occ2 ? k_dec_grid<S, HARD, RELU, 2> : k_dec_grid<S, HARD, RELU, 1>;
     int per = 0;
     if (cu_allow_max_smem((const void *)kern) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, kWarps * 32, smem) != cudaSuccess) {
@@ -1448,9 +1448,10 @@ int grid_blocks_per_sm(size_t smem)
 } // namespace
 
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
-                          int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why)
+                          int blocks_per_sm, int wsm, int occ2, cu_dec_grid_plan *pl, const char **why)
 {
     memset(pl, 0, sizeof *pl);
+    pl->occ2 = occ2 != 0;
     *why = NULL;
     int sms = 0, optin = 0;
     if (!dec_plan_device(net, cudaDevAttrCooperativeLaunch, "the device has no cooperative launch", &sms, &optin, why))
@@ -1472,11 +1473,11 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
     const bool hard = act == RNNT_ACT_HARD, relu = jact == RNNT_JOINT_RELU;
     int per;
     if (dt == CU_F16)
-        per = hard ? (relu ? grid_blocks_per_sm<__half, true, true>(pl->smem) : grid_blocks_per_sm<__half, true, false>(pl->smem))
-                   : (relu ? grid_blocks_per_sm<__half, false, true>(pl->smem) : grid_blocks_per_sm<__half, false, false>(pl->smem));
+        per = hard ? (relu ? grid_blocks_per_sm<__half, true, true>(pl->smem, pl->occ2) : grid_blocks_per_sm<__half, true, false>(pl->smem, pl->occ2))
+                   : (relu ? grid_blocks_per_sm<__half, false, true>(pl->smem, pl->occ2) : grid_blocks_per_sm<__half, false, false>(pl->smem, pl->occ2));
     else
-        per = hard ? (relu ? grid_blocks_per_sm<float, true, true>(pl->smem) : grid_blocks_per_sm<float, true, false>(pl->smem))
-                   : (relu ? grid_blocks_per_sm<float, false, true>(pl->smem) : grid_blocks_per_sm<float, false, false>(pl->smem));
+        per = hard ? (relu ? grid_blocks_per_sm<float, true, true>(pl->smem, pl->occ2) : grid_blocks_per_sm<float, true, false>(pl->smem, pl->occ2))
+                   : (relu ? grid_blocks_per_sm<float, false, true>(pl->smem, pl->occ2) : grid_blocks_per_sm<float, false, false>(pl->smem, pl->occ2));
     if (per < 1) {
         *why = "the grid loop's block does not fit on an SM";
         return 0;

@@ -106,12 +106,14 @@ typedef struct {
     int cnt;      /* with vst: no grid barrier after the last predictor layer and after the projection; per-slot counters
                      instead (each unit / output group raises a slot's after writing its part, the projection and the
                      slot's next joint wait for theirs): one grid barrier a step for a one-layer predictor */
+    int occ2;     /* the kernel compiled for two blocks an SM (at most 128 registers a thread; else as many as it needs:
+                     ~195 with vst, so one block an SM) */
     long long *trace; /* NULL, or 11 device words: block 0's phase clocks (lab) */
 } cu_dec_grid_plan;
 /* blocks_per_sm: at most this many (0: as many as fit); wsm: 1 the weights in shared memory where they fit, 2 the
- * f4 layout where it fits (else as 1). 0 when it cannot run here (*why says why). */
+ * f4 layout where it fits (else as 1); occ2: the build of the kernel for two blocks an SM (cu_dec_grid_plan.occ2). 0 when it cannot run here (*why says why). */
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
-                          int blocks_per_sm, int wsm, cu_dec_grid_plan *pl, const char **why);
+                          int blocks_per_sm, int wsm, int occ2, cu_dec_grid_plan *pl, const char **why);
 /* flags: device ints [2][nb][2] (16-byte aligned), then [2][nb] (cnt), scratch. */
 rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                         const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,

@@ -43,7 +43,8 @@ struct cu_decoder {
     int grid_per_sm;     /* blocks per SM of the grid loop (0: as many as fit) */
     int grid_tile;       /* its work split (cu_dec_grid_plan.tile; 2: tile with the weights in shared memory) */
     int grid_vst;        /* its f4 staging 16 bytes a thread (cu_dec_grid_plan.vst) */
-    int grid_cnt;        /* per-slot counters instead of two of its grid barriers (cu_dec_grid_plan.cnt) */
+    int grid_cnt;        /* per-slot counters instead of two of its grid barriers (cu_dec_grid_plan.cnt); -1 by batch */
+    int grid_occ;        /* blocks an SM its kernel is built for (1 or 2; -1 the default) */
     int *flags;          /* the grid loop's [2][bcap] step flags (int2), then [2][bcap] counters */
     cudaEvent_t ev[4];
 };
@@ -200,7 +201,8 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->cluster_w = 8;
     d->grid_tile = CU_DEC_GRID_TILE_DEFAULT;
     d->grid_vst = CU_DEC_GRID_VST_DEFAULT;
-    d->grid_cnt = CU_DEC_GRID_CNT_DEFAULT;
+    d->grid_cnt = -1;
+    d->grid_occ = -1;
     *out = d;
     return RNNT_OK;
 }
@@ -400,10 +402,11 @@ void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile)
     d->grid_per_sm = blocks_per_sm < 0 ? 0 : blocks_per_sm;
     d->grid_tile = tile < 0 ? 0 : tile > 3 ? 3 : tile;
 }
-void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt)
+void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ)
 {
     d->grid_vst = vst != 0;
-    d->grid_cnt = cnt != 0;
+    d->grid_cnt = cnt < 0 ? -1 : cnt != 0;
+    d->grid_occ = occ == 1 || occ == 2 ? occ : -1;
 }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
@@ -472,12 +475,13 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         cu_dec_grid_plan pl;
         const char *why = NULL;
         const int tile = auto_grid ? 3 : d->grid_tile;
+        const int occ2 = d->grid_occ < 0 ? CU_DEC_GRID_OCC2_DEFAULT : d->grid_occ == 2;
         if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
-                                  tile >= 2 ? tile - 1 : 0, &pl, &why) &&
+                                  tile >= 2 ? tile - 1 : 0, occ2, &pl, &why) &&
             (!auto_grid || pl.f4)) {
             pl.tile = tile != 0;
             pl.vst = pl.f4 && d->grid_vst;
-            pl.cnt = pl.vst && d->grid_cnt;
+            pl.cnt = pl.vst && (d->grid_cnt < 0 ? n_live <= CU_DEC_GRID_CNT_AUTO_MAX : d->grid_cnt);
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
             long long *tdev = NULL;
@@ -493,9 +497,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                 CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
                 CU_TRY(cudaStreamSynchronize(d->s));
                 cudaFree(tdev);
-                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d vst %d cnt %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d vst %d cnt %d occ2 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
                                 "sync %.1f list %.1f layers %.1f (staging %.1f) layer-sync %.1f proj %.1f (staging %.1f) proj-sync %.1f (kcycles)\n",
-                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.vst, pl.cnt, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.vst, pl.cnt, pl.occ2, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
                         h[9] / 1e3, h[4] / 1e3, h[5] / 1e3, h[10] / 1e3, h[6] / 1e3);
             }
             return enqueue_results(d, nb, err, errlen);

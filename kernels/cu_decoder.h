@@ -80,10 +80,13 @@ void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots);
 void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 /* Its f4 staging: vst 1 (the default) 16 bytes a thread and the cell state loaded before the dot products; 0 element by
  * element (cu_dec_grid_plan.vst); cnt 1: per-slot counters instead of the grid barriers after the last predictor layer
- * and the projection (cu_dec_grid_plan.cnt; with vst only). */
+ * and the projection (cu_dec_grid_plan.cnt; with vst only), 0 the barriers, -1 (the default) counters up to
+ * CU_DEC_GRID_CNT_AUTO_MAX utterances (faster there, slower at 128-256: run 1 of tests/gpu/results/h100-2026-11-25-s1-decode4);
+ * occ 1 or 2: the kernel built for that many blocks an SM (-1: CU_DEC_GRID_OCC2_DEFAULT). */
 #define CU_DEC_GRID_VST_DEFAULT 1
-#define CU_DEC_GRID_CNT_DEFAULT 0
-void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt);
+#define CU_DEC_GRID_CNT_AUTO_MAX 64
+#define CU_DEC_GRID_OCC2_DEFAULT 0
+void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
