@@ -38,7 +38,8 @@
  *   RNNT_CUDA_DEC_GRID_CNT=0|1 the grid loop with per-slot counters instead of the grid barriers after the last
  *                            predictor layer and the projection (one grid barrier a step for a one-layer predictor);
  *                            default: counters up to CU_DEC_GRID_CNT_AUTO_MAX utterances (cu_decoder.h)
- *   RNNT_CUDA_DEC_GRID_OCC=1|2 lab: the grid loop's kernel built for 1 or 2 blocks an SM (registers)
+ *   RNNT_CUDA_DEC_GRID_OCC=1|2 the grid loop's kernel built for 1 or 2 blocks an SM (registers); default: 1 up to
+ *                            CU_DEC_GRID_OCC1_AUTO_MAX utterances, 2 above (cu_decoder.h)
  *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
  *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=1 lab: its f rows cached and prefetched
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)

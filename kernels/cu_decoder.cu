@@ -475,7 +475,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         cu_dec_grid_plan pl;
         const char *why = NULL;
         const int tile = auto_grid ? 3 : d->grid_tile;
-        const int occ2 = d->grid_occ < 0 ? CU_DEC_GRID_OCC2_DEFAULT : d->grid_occ == 2;
+        const int occ2 = d->grid_occ < 0 ? n_live > CU_DEC_GRID_OCC1_AUTO_MAX : d->grid_occ == 2;
         if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
                                   tile >= 2 ? tile - 1 : 0, occ2, &pl, &why) &&
             (!auto_grid || pl.f4)) {

@@ -81,11 +81,14 @@ void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 /* Its f4 staging: vst 1 (the default) 16 bytes a thread and the cell state loaded before the dot products; 0 element by
  * element (cu_dec_grid_plan.vst); cnt 1: per-slot counters instead of the grid barriers after the last predictor layer
  * and the projection (cu_dec_grid_plan.cnt; with vst only), 0 the barriers, -1 (the default) counters up to
- * CU_DEC_GRID_CNT_AUTO_MAX utterances (faster there, slower at 128-256: run 1 of tests/gpu/results/h100-2026-11-25-s1-decode4);
- * occ 1 or 2: the kernel built for that many blocks an SM (-1: CU_DEC_GRID_OCC2_DEFAULT). */
+ * CU_DEC_GRID_CNT_AUTO_MAX utterances; occ 1 or 2: the kernel built for that many blocks an SM (-1, the default: 1 up
+ * to CU_DEC_GRID_OCC1_AUTO_MAX utterances, 2 above). The rule from tests/gpu/results/h100-2026-11-25-s1-decode4 (decode
+ * loop ms, shipped model): counters win at 24-64 in either build; one block an SM (~195 registers) wins to 128, two
+ * (128) at 256; only combinations the large-batch test ran at their sizes (2 an SM with counters at 128-256 measured
+ * 3% faster still, not yet tested there: kernels/dev/NOTES.md). */
 #define CU_DEC_GRID_VST_DEFAULT 1
 #define CU_DEC_GRID_CNT_AUTO_MAX 64
-#define CU_DEC_GRID_OCC2_DEFAULT 0
+#define CU_DEC_GRID_OCC1_AUTO_MAX 192
 void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ);
 int cu_decoder_unroll(const cu_decoder *d);
 
