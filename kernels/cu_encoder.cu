@@ -83,9 +83,10 @@ struct cu_encoder {
      * decoder reads, still waits for everything enqueued on s */
     cudaEvent_t ev_raw;
     int raw_recorded;
-    int raw_early;        /* RNNT_CUDA_RAW_EARLY=1: the frontend kernel, the one reader of raw, launched before the
-                             layers' graph and ev_raw recorded right after it, so the next batch's transfers overlap
-                             this batch's layers; default (0): the frontend in the graph, ev_raw after the encoder */
+    int raw_early;        /* 1 (cu_encoder_params.raw_early, RNNT_CUDA_RAW_EARLY): the frontend kernel, the one reader of
+                             raw, launched before the layers' graph and ev_raw recorded right after it, so the next
+                             batch's transfers overlap this batch's layers; 0: the frontend in the graph, ev_raw after
+                             the encoder */
     int raw_done;         /* this compute recorded ev_raw after its frontend */
     const float **seg_src; /* [max_batch] */
     size_t *seg_bytes;     /* [max_batch] */
@@ -475,7 +476,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_raw, cudaEventDisableTiming);
     const char *re = getenv("RNNT_CUDA_RAW_EARLY");
-    e->raw_early = re && strcmp(re, "1") == 0; /* off until measured on the device (kernels/dev/NOTES.md) */
+    e->raw_early = re && *re ? strcmp(re, "1") == 0 : p->raw_early == 1;
     if (ce != cudaSuccess)
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
     if (st == RNNT_OK)
@@ -921,6 +922,8 @@ rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
 }
 
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->batch; }
+const int *cu_encoder_meta_dev(const cu_encoder *e) { return e->meta; }
+size_t cu_encoder_meta_bytes(const cu_encoder *e) { return e->meta_ints * 4; }
 void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec)
 {
     *r_in = e->r_in;
