@@ -270,8 +270,11 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->r_in = p->r_in > 0 ? p->r_in : (p->max_batch >= 64 ? 4096 : 1024);
     /* fp16 runners of CU_LARGE_RUNNER_MIN_B and more: 512 rows (fewer, fuller recurrent GEMMs: the MLPerf-shaped
      * encoder at B 2048 125 -> 115 ms with the SM target below, kernels/dev/NOTES.md, "The whole engine at large
-     * batch"); fp32 keeps 256 (one path at every size) */
+     * batch"); 1024 from CU_XLARGE_RUNNER_MIN_B (the decoder overlapping the next encoder, steady state: B 1024 60.5 ->
+     * 57.4 ms a batch, B 2048 124.0 -> 116.0; 2048 rows 112.7 at B 2048 but 71.7 at B 1024, session 2026-11-25-s1);
+     * fp32 keeps 256 (one path at every size) */
     e->r_rec = p->r_rec > 0 ? p->r_rec
+                            : w->dt == CU_F16 && p->max_batch >= CU_XLARGE_RUNNER_MIN_B ? 1024
                             : w->dt == CU_F16 && p->max_batch >= CU_LARGE_RUNNER_MIN_B ? 512
                                                                                          : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
     e->graphs = p->graphs;

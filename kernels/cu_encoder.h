@@ -21,12 +21,15 @@
 /* fp16 runners of at least this many utterances run their recurrent GEMMs in calls of 512 rows (not 256), on 66 SMs
  * under layer streams (not 33). */
 #define CU_LARGE_RUNNER_MIN_B 512
+/* fp16 runners of at least this many: recurrent GEMMs in calls of 1024 rows (every call has that shape, so a batch of
+ * fewer utterances still pays for 1024 rows: tests/gpu/results/h100-2026-11-25-s1-mlperf/) */
+#define CU_XLARGE_RUNNER_MIN_B 1024
 
 typedef struct {
     int max_batch, max_frames;
     int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
     int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256; 512 for fp16
-                        runners of CU_LARGE_RUNNER_MIN_B and more) */
+                        runners of CU_LARGE_RUNNER_MIN_B and more, 1024 from CU_XLARGE_RUNNER_MIN_B) */
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */
     int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */

@@ -48,7 +48,7 @@ if has bench && [ -f $MODEL/model.yaml ]; then
 fi
 
 if has async && [ -f $MODEL/model.yaml ]; then
-  { log "bench_engine $MODEL --batches $BATCHES --seconds 10 --reps 4 --async 1"
+  { log "bench_engine $MODEL --batches $BATCHES --seconds 10 --reps ${ASYNC_REPS:-4} --async 1"
     timeout $(tmo 150) $B/bench_engine $MODEL --batches $BATCHES --seconds 10 --reps ${ASYNC_REPS:-4} --async 1; echo "exit $?"; } \
     > "$OUT/async.log" 2>&1
   grep -E "^== |^\| [0-9]|exit" "$OUT/async.log" | cut -c1-200
@@ -77,8 +77,8 @@ if has sweep && [ -f $MODEL/model.yaml ]; then
   grep -E "^== |^\| [0-9]|exit" "$OUT/sweep.log" | cut -c1-200
 fi
 if has nsys && [ -f $MODEL/model.yaml ]; then
-  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
-    /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+  NSYS=${NSYS:-$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
+    /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)}
   IFS=';' read -ra settings <<< "${NSYS_AB:-before RNNT_CUDA_DEC_STREAM=0;after RNNT_CUDA_DEC_STREAM=1}"
   { echo "nsys: ${NSYS:-not found}"; [ -n "$NSYS" ] && $NSYS --version
     for setting in "${settings[@]}"; do
