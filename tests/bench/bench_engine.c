@@ -31,7 +31,8 @@
  * wall time per batch (median of the 3 rounds; from the first call to the last batch's completion,
  * over reps + 1) and the difference, the host time hidden; the steady state of each mode: the time per batch from
  * the first batch's completion to the last's, over reps (so without the pipeline's fill: the first batch's staging
- * and its latency, which a long offline run such as MLPerf's amortises); the tokens of every batch are checked
+ * and its latency, which a long offline run such as MLPerf's amortises; a runner that decodes at submit, the CPU's,
+ * has none: there it is the whole figure); the tokens of every batch are checked
  * equal between the modes, and the device memory the runner took (cudaMemGetInfo's use after the rounds less before it was made) per
  * utterance it holds.
  * --max-batch N: every runner holds N utterances whatever its batch size (the daemon's runners hold
@@ -234,7 +235,10 @@ static int run_async(const rnnt_model *m, rnnt_runner_params p, int B, int frame
             }
             if (failed) break;
             wall[mode][round] = (t_last - t_first) / total;
-            steady[mode][round] = total > 1 ? (t_last - t_done1) / (total - 1) : wall[mode][round];
+            /* a runner that decodes at submit (rnnt_runner_overlaps 0: the CPU) has no pipeline to fill, and its
+             * second batch is decoded before the first collect: its steady state is the whole figure */
+            steady[mode][round] = total > 1 && (mode == 0 || rnnt_runner_overlaps(r)) ? (t_last - t_done1) / (total - 1)
+                                                                                     : wall[mode][round];
         }
     if (failed) fprintf(stderr, "decode: %s\n", err);
     int same = 1;
