@@ -295,12 +295,14 @@ rnnt_status launch_decoder(cu_backend *b, cudaEvent_t *ev, char *err, size_t err
         s = b->ds;
         CU_TRY(cudaStreamWaitEvent(s, ev[2], 0));
     }
-    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, t_enc, bucket, bt->fproj, &b->prof, err, errlen));
-    CU_TRY(cudaEventRecord(ev[3], s));
-    if (b->ds) {
-        CU_TRY(cudaEventRecord(b->ev_dec, s));
-        b->dec_recorded = 1;
+    rnnt_status st = cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, t_enc, bucket, bt->fproj, &b->prof, err, errlen);
+    if (b->ds) { /* after a failed launch too: what it did enqueue may still read fproj */
+        cudaError_t ce = cudaEventRecord(b->ev_dec, s);
+        if (ce == cudaSuccess) b->dec_recorded = 1;
+        else if (st == RNNT_OK) st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: %s", cudaGetErrorString(ce));
     }
+    RNNT_TRY(st);
+    CU_TRY(cudaEventRecord(ev[3], s));
     return RNNT_OK;
 }
 
