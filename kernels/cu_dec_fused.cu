@@ -1491,6 +1491,15 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
     return 1;
 }
 
+int cu_dec_grid_tiles_fit(const cu_dec_fused_net *net, const cu_dec_grid_plan *pl)
+{
+    for (int l = 0; l <= net->n_pred; l++) {
+        const int units = l < net->n_pred ? net->L[l].H : net->J;
+        if ((units + kWarps - 1) / kWarps > pl->blocks) return 0;
+    }
+    return 1;
+}
+
 rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                         const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
                         int *flags, char *err, size_t errlen)

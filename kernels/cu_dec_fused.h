@@ -114,6 +114,10 @@ typedef struct {
  * f4 layout where it fits (else as 1); occ2: the build of the kernel for two blocks an SM (cu_dec_grid_plan.occ2). 0 when it cannot run here (*why says why). */
 int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                           int blocks_per_sm, int wsm, int occ2, cu_dec_grid_plan *pl, const char **why);
+/* Whether the tiled splits (tile) fit: each group of 8 units of every layer, and of the projection's outputs, needs a
+ * block of its own (a predictor above 1,056 units at one block an SM on the H100 does not fit; units would be left
+ * uncomputed). */
+int cu_dec_grid_tiles_fit(const cu_dec_fused_net *net, const cu_dec_grid_plan *pl);
 /* flags: device ints [2][nb][2] (16-byte aligned), then [2][nb] (cnt), scratch. */
 rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                         const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,

@@ -478,7 +478,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         const int occ2 = d->grid_occ < 0 ? n_live > CU_DEC_GRID_OCC1_AUTO_MAX : d->grid_occ == 2;
         if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
                                   tile >= 2 ? tile - 1 : 0, occ2, &pl, &why) &&
-            (!auto_grid || pl.f4)) {
+            (!auto_grid || pl.f4) && (tile == 0 || cu_dec_grid_tiles_fit(&net, &pl))) {
             pl.tile = tile != 0;
             pl.vst = pl.f4 && d->grid_vst;
             pl.cnt = pl.vst && (d->grid_cnt < 0 ? n_live <= CU_DEC_GRID_CNT_AUTO_MAX : d->grid_cnt);
@@ -504,7 +504,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
             }
             return enqueue_results(d, nb, err, errlen);
         }
-        d->note = why ? why : "the grid loop's f4 layout does not fit in shared memory"; /* static; WHILE instead */
+        d->note = why                                           ? why /* static strings; the WHILE graph instead */
+                  : tile && !cu_dec_grid_tiles_fit(&net, &pl) ? "more unit groups than the grid loop's blocks"
+                                                              : "the grid loop's f4 layout does not fit in shared memory";
         mode = CU_DEC_WHILE;
     }
     if (mode == CU_DEC_FUSED) {
