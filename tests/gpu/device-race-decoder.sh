@@ -2,8 +2,8 @@
 # On the GPU machine, from the repository root, after tests/gpu/stage-race-decoder.sh here and a `run` carrying
 # .gpu/race6: test_cuda_decoder (tests/gpu/test_cuda_decoder.cu: the decoding loop alone on synthetic encoder outputs,
 # no encoder and no cuBLAS) plainly and under compute-sanitizer, one verdict line per loop variant and tool.
-#   bash .gpu/race6/device-race-decoder.sh [STEPS]     STEPS: comma list of plain,full,racecheck,memcheck
-#                                                        (default plain,racecheck,memcheck)
+#   bash .gpu/race6/device-race-decoder.sh [STEPS]     STEPS: comma list of plain,full,racecheck,memcheck,synccheck,
+#                                                        initcheck (default plain,racecheck,memcheck)
 #   plain:     quick mode (RNNT_TEST_QUICK=1), every variant against the WHILE graph and the CPU twin (ctest's
 #              gpu_test_cuda_decoder runs the same outside quick mode);
 #   full:      outside quick mode (4 models, batches up to 300, utterances up to 97 frames);
@@ -11,7 +11,7 @@
 #              (RNNT_TEST_VARIANTS=v RNNT_TEST_REF=none: only that variant's kernels run under the tool, fp32 still
 #              against the CPU twin; RNNT_CUDA_MAPPED=0: racecheck crashed on kernel writes to mapped host memory),
 #              JOBS (default 6) at a time, each within TOOL_TIMEOUT s (default 240);
-#   memcheck:  the same with --tool memcheck.
+#   memcheck, synccheck, initcheck: the same with that tool.
 # VARIANTS=a,b,... limits the sanitizer steps to those variants (default all: test_cuda_decoder --list); RACE_ENV adds
 # settings to the sanitizer runs (e.g. "RNNT_TEST_SIZES=1,17,130 RNNT_TEST_PRECISION=fp32" to shorten them); PACK
 # another pack holding bin/test_cuda_decoder (.gpu/label/pack.tar.xz from stage-gpu-label.sh has it too). Logs in $OUT;
@@ -38,7 +38,7 @@ for mode in plain full; do
 done
 
 variants=${VARIANTS:-$($B/test_cuda_decoder --list | tr '\n' ',')}
-for tool in racecheck memcheck; do
+for tool in racecheck memcheck synccheck initcheck; do
   has $tool || continue
   $CS --version | tail -1
   mkdir -p "$OUT/$tool"
