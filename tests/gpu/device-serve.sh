@@ -50,7 +50,7 @@ thread_cpu() {
 }
 # metrics FILE: the counters of /metrics the per-stage figures use
 metrics() {
-  python3 -c "import sys, urllib.request as u; sys.stdout.write(u.urlopen('http://127.0.0.1:$PORT/metrics', timeout=5).read().decode())" 2>/dev/null | grep -E "^rnntd_(device_busy_seconds_total|compute_seconds_total|batches_total|batch_utterances_total|frames_total|padding_frames_total|audio_seconds_total|workers)[{ ]" > $1
+  python3 -c "import sys, urllib.request as u; sys.stdout.write(u.urlopen('http://127.0.0.1:$PORT/metrics', timeout=5).read().decode())" 2>/dev/null | grep -E "^rnntd_(device_busy_seconds_total|compute_seconds_total|batches_total|batch_utterances_total|frames_total|padding_frames_total|audio_seconds_total|workers|http_loop_connections)[{ ]" > $1
 }
 # load NAME PROCS CLIENTS SECONDS CLIENT: P loadgen processes x C clients of random 10 s utterances
 load() {
@@ -118,6 +118,9 @@ wk = sorted((v for k, v in cpu.items() if k.startswith("rnntd-worker@")), revers
 if http:
     print("   per thread over %.0f s: http loops %s s (busiest %.0f%% of a core), workers %s s" % (win,
           [round(v, 2) for v in http], 100 * http[0] / win, [round(v, 2) for v in wk]))
+lc = [int(v) for k, v in m1.items() if k.startswith("rnntd_http_loop_connections")]
+if lc:
+    print("   connections per HTTP loop: %s" % lc)
 b = md.get("rnntd_batches_total", 0)
 nw = m1.get("rnntd_workers", 0) or 1
 busy = sum(v for k, v in md.items() if k.startswith("rnntd_device_busy_seconds_total"))
