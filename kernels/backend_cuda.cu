@@ -18,6 +18,8 @@
  *                            by cu_encoder_create; off by default)
  *   RNNT_CUDA_FUSED=1        one fused kernel per recurrent step (cu_lstm_step_fused) for runners of
  *                            max_batch <= 32, instead of a cuBLAS GEMM + the cell kernel
+ *   RNNT_CUDA_DEC_STREAM=0   the decoder on the encoder's stream, after it (as before); default: on a stream of its
+ *                            own, so a batch's decode loop overlaps the next batch's encoder layers (submit/collect)
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
  *   (default)                the cluster loop (a slot per cluster of 16 warps a block; 16 blocks up to 6 utterances,
@@ -85,6 +87,16 @@ struct cu_backend {
     rnnt_runner_params p;
     char name[256];
     cudaStream_t s;
+    /* ds: the decoder's stream (RNNT_CUDA_DEC_STREAM=0: none, the decoder on s as before). A batch's decoder
+     * waits there for its joint projection (ev[2] on s) and reads dmeta, the decoder's copy of the encoder's
+     * lengths made on s right after it; the next batch's encoder layers run on s meanwhile and only its joint
+     * projection, which rewrites fproj, waits for the decoder before it (ev_dec). So a batch's decode loop
+     * overlaps the next batch's encoder (two batches in flight, rnnt_runner_submit). */
+    cudaStream_t ds;
+    int *dmeta;
+    size_t meta_bytes;
+    cudaEvent_t ev_dec;
+    int dec_recorded;
     void *blas_ws;
     cublasHandle_t blas;
     cu_weights w;
@@ -112,6 +124,7 @@ void destroy(void *state)
     if (b->s) { /* only after create got as far as the device (it may not exist) */
         cudaSetDevice(b->p.device);
         cudaStreamSynchronize(b->s);
+        if (b->ds) cudaStreamSynchronize(b->ds);
     }
     cu_audio_fe_free(b->fe);
     cu_streams_free(b->streams);
@@ -123,6 +136,9 @@ void destroy(void *state)
     for (int i = 0; i < 4; i++)
         if (b->ev[i]) cudaEventDestroy(b->ev[i]);
     if (b->s) cudaStreamDestroy(b->s);
+    if (b->ds) cudaStreamDestroy(b->ds);
+    if (b->ev_dec) cudaEventDestroy(b->ev_dec);
+    if (b->dmeta) cudaFree(b->dmeta);
     free(b->feats);
     free(b->frames);
     for (int i = 0; i < CU_PENDING_MAX; i++) {
@@ -176,11 +192,22 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     b->stage_helpers = ep.stage_helpers;
     const char *sc = getenv("RNNT_CUDA_STAGE_CHUNK");
     if (sc && atol(sc) > 0) ep.stage_chunk = (size_t)atol(sc);
+    const char *dsv = getenv("RNNT_CUDA_DEC_STREAM");
+    int dec_stream = !(dsv && strcmp(dsv, "0") == 0);
+    /* the next batch's raw upload must not wait for this batch's whole encoder once the decoder no longer
+     * stands between two encoders on s (RNNT_CUDA_RAW_EARLY=0|1 still decides, cu_encoder.h) */
+    ep.raw_early = dec_stream;
     const char *rr = getenv("RNNT_CUDA_R_REC"); /* lab: rows per recurrent GEMM call (cu_encoder_params.r_rec) */
     if (rr && atoi(rr) > 0) ep.r_rec = cu_round_up_i(atoi(rr), 16);
     RNNT_TRY(cu_encoder_create(&b->w, b->s, b->blas, &ep, &b->enc, err, errlen));
+    if (dec_stream) {
+        CU_TRY(cudaStreamCreateWithFlags(&b->ds, cudaStreamNonBlocking));
+        CU_TRY(cudaEventCreateWithFlags(&b->ev_dec, cudaEventDisableTiming));
+        b->meta_bytes = cu_encoder_meta_bytes(b->enc);
+        CU_TRY(cudaMalloc(&b->dmeta, b->meta_bytes));
+    }
     const char *mp = getenv("RNNT_CUDA_MAPPED");
-    RNNT_TRY(cu_decoder_create(&b->w, b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
+    RNNT_TRY(cu_decoder_create(&b->w, b->ds ? b->ds : b->s, p->max_batch, cu_encoder_frames(&b->w, p->max_frames),
                                !(mp && strcmp(mp, "0") == 0), &b->dec, err, errlen));
     const char *pr = getenv("RNNT_CUDA_PRED_ROWS");
     cu_pred_set_rows_at_once(pr && atoi(pr) > 0 ? atoi(pr) : CU_PRED_ROWS_DEFAULT); /* each runner sets it */
@@ -212,6 +239,7 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *ee = getenv("RNNT_CUDA_EARLY_ENCODER");
     b->early_enc = !(ee && strcmp(ee, "0") == 0);
     CU_TRY(cudaStreamSynchronize(b->s));
+    if (b->ds) CU_TRY(cudaStreamSynchronize(b->ds));
     return RNNT_OK;
 }
 
@@ -245,7 +273,11 @@ rnnt_status launch_encoder(cu_backend *b, cudaEvent_t *ev, char *err, size_t err
     CU_TRY(cudaEventRecord(ev[0], b->s));
     RNNT_TRY(cu_encoder_run(b->enc, err, errlen));
     CU_TRY(cudaEventRecord(ev[1], b->s));
+    /* fproj and dmeta are the decoder's input until it ends: the last decoder enqueued must be done first */
+    if (b->ds && b->dec_recorded) CU_TRY(cudaStreamWaitEvent(b->s, b->ev_dec, 0));
     RNNT_TRY(cu_encoder_joint_proj(b->enc, err, errlen));
+    if (b->ds) /* the lengths the decoder reads, before the next batch's upload rewrites the encoder's */
+        CU_TRY(cudaMemcpyAsync(b->dmeta, cu_encoder_meta_dev(b->enc), b->meta_bytes, cudaMemcpyDeviceToDevice, b->s));
     CU_TRY(cudaEventRecord(ev[2], b->s));
     return RNNT_OK;
 }
@@ -254,9 +286,23 @@ rnnt_status launch_decoder(cu_backend *b, cudaEvent_t *ev, char *err, size_t err
 {
     const cu_encoder_batch *bt = cu_encoder_get_batch(b->enc);
     memset(&b->prof, 0, sizeof b->prof);
-    RNNT_TRY(cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, bt->t_enc_dev, bt->t_enc_bucket_dev, bt->fproj, &b->prof, err,
-                            errlen));
-    CU_TRY(cudaEventRecord(ev[3], b->s));
+    const int *t_enc = bt->t_enc_dev, *bucket = bt->t_enc_bucket_dev;
+    cudaStream_t s = b->s;
+    if (b->ds) { /* the same offsets into the decoder's copy of the lengths */
+        const int *m = cu_encoder_meta_dev(b->enc);
+        t_enc = b->dmeta + (t_enc - m);
+        bucket = b->dmeta + (bucket - m);
+        s = b->ds;
+        CU_TRY(cudaStreamWaitEvent(s, ev[2], 0));
+    }
+    rnnt_status st = cu_decoder_run(b->dec, b->mode, bt->nb, bt->n, t_enc, bucket, bt->fproj, &b->prof, err, errlen);
+    if (b->ds) { /* after a failed launch too: what it did enqueue may still read fproj */
+        cudaError_t ce = cudaEventRecord(b->ev_dec, s);
+        if (ce == cudaSuccess) b->dec_recorded = 1;
+        else if (st == RNNT_OK) st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: %s", cudaGetErrorString(ce));
+    }
+    RNNT_TRY(st);
+    CU_TRY(cudaEventRecord(ev[3], s));
     return RNNT_OK;
 }
 

@@ -83,9 +83,10 @@ struct cu_encoder {
      * decoder reads, still waits for everything enqueued on s */
     cudaEvent_t ev_raw;
     int raw_recorded;
-    int raw_early;        /* RNNT_CUDA_RAW_EARLY=1: the frontend kernel, the one reader of raw, launched before the
-                             layers' graph and ev_raw recorded right after it, so the next batch's transfers overlap
-                             this batch's layers; default (0): the frontend in the graph, ev_raw after the encoder */
+    int raw_early;        /* 1 (cu_encoder_params.raw_early, RNNT_CUDA_RAW_EARLY): the frontend kernel, the one reader of
+                             raw, launched before the layers' graph and ev_raw recorded right after it, so the next
+                             batch's transfers overlap this batch's layers; 0: the frontend in the graph, ev_raw after
+                             the encoder */
     int raw_done;         /* this compute recorded ev_raw after its frontend */
     const float **seg_src; /* [max_batch] */
     size_t *seg_bytes;     /* [max_batch] */
@@ -269,8 +270,11 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     e->r_in = p->r_in > 0 ? p->r_in : (p->max_batch >= 64 ? 4096 : 1024);
     /* fp16 runners of CU_LARGE_RUNNER_MIN_B and more: 512 rows (fewer, fuller recurrent GEMMs: the MLPerf-shaped
      * encoder at B 2048 125 -> 115 ms with the SM target below, kernels/dev/NOTES.md, "The whole engine at large
-     * batch"); fp32 keeps 256 (one path at every size) */
+     * batch"); 1024 from CU_XLARGE_RUNNER_MIN_B (the decoder overlapping the next encoder, steady state: B 1024 60.5 ->
+     * 57.4 ms a batch, B 2048 124.0 -> 116.0; 2048 rows 112.7 at B 2048 but 71.7 at B 1024, session 2026-11-25-s1);
+     * fp32 keeps 256 (one path at every size) */
     e->r_rec = p->r_rec > 0 ? p->r_rec
+                            : w->dt == CU_F16 && p->max_batch >= CU_XLARGE_RUNNER_MIN_B ? 1024
                             : w->dt == CU_F16 && p->max_batch >= CU_LARGE_RUNNER_MIN_B ? 512
                                                                                          : (cu_round_up_i(p->max_batch, 16) < 256 ? cu_round_up_i(p->max_batch, 16) : 256);
     e->graphs = p->graphs;
@@ -475,7 +479,7 @@ rnnt_status cu_encoder_create(const cu_weights *w, cudaStream_t stream, cublasHa
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_up, cudaEventDisableTiming);
     if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_raw, cudaEventDisableTiming);
     const char *re = getenv("RNNT_CUDA_RAW_EARLY");
-    e->raw_early = re && strcmp(re, "1") == 0; /* off until measured on the device (kernels/dev/NOTES.md) */
+    e->raw_early = re && *re ? strcmp(re, "1") == 0 : p->raw_early == 1;
     if (ce != cudaSuccess)
         st = cu_set_err(err, errlen, cu_status_of(ce), "cuda: encoder copy stream: %s", cudaGetErrorString(ce));
     if (st == RNNT_OK)
@@ -921,6 +925,8 @@ rnnt_status cu_encoder_joint_proj(cu_encoder *e, char *err, size_t errlen)
 }
 
 const cu_encoder_batch *cu_encoder_get_batch(const cu_encoder *e) { return &e->batch; }
+const int *cu_encoder_meta_dev(const cu_encoder *e) { return e->meta; }
+size_t cu_encoder_meta_bytes(const cu_encoder *e) { return e->meta_ints * 4; }
 void cu_encoder_chunks(const cu_encoder *e, int *r_in, int *r_rec)
 {
     *r_in = e->r_in;

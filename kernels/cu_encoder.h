@@ -21,12 +21,15 @@
 /* fp16 runners of at least this many utterances run their recurrent GEMMs in calls of 512 rows (not 256), on 66 SMs
  * under layer streams (not 33). */
 #define CU_LARGE_RUNNER_MIN_B 512
+/* fp16 runners of at least this many: recurrent GEMMs in calls of 1024 rows (every call has that shape, so a batch of
+ * fewer utterances still pays for 1024 rows: tests/gpu/results/h100-2026-11-25-s1-mlperf/) */
+#define CU_XLARGE_RUNNER_MIN_B 1024
 
 typedef struct {
     int max_batch, max_frames;
     int r_in;        /* rows per chunk of the all-steps GEMMs (0: 4096 when max_batch >= 64, else 1024) */
     int r_rec;       /* rows per chunk of the recurrent GEMM (0: max_batch rounded to 16, at most 256; 512 for fp16
-                        runners of CU_LARGE_RUNNER_MIN_B and more) */
+                        runners of CU_LARGE_RUNNER_MIN_B and more, 1024 from CU_XLARGE_RUNNER_MIN_B) */
     int graphs;      /* 1: capture buckets as CUDA graphs (default); 0: launch directly */
     int graph_cache; /* graphs kept (0: 16) */
     int t_quantum;   /* bucket granularity in input frames, rounded to the subsampling (0: ~32) */
@@ -57,6 +60,9 @@ typedef struct {
     int stage_helpers; /* host threads that help the caller stage a batch (cu_stage.h): 0 the default
                           (min(3, CPUs / 4)), -1 none, n > 0 that many */
     size_t stage_chunk; /* bytes per staging chunk and transfer (0: CU_STAGE_CHUNK_DEFAULT) */
+    int raw_early;   /* 1: the frontend kernel, the one reader of the device input, runs before the layers' graph and
+                        the next batch's upload waits only for it (so it overlaps this batch's layers); 0: the frontend
+                        in the graph, the upload after the whole encoder. RNNT_CUDA_RAW_EARLY=0|1 overrides. */
 } cu_encoder_params;
 
 typedef struct cu_encoder cu_encoder;
@@ -76,6 +82,10 @@ rnnt_status cu_encoder_stage(cu_encoder *e, int n, const float *const *feats, co
  * encoder's stream before cu_encoder_run, as packed rows (utterance i from row frames[0] + ... +
  * frames[i - 1]) of F floats into this device buffer (the GPU frontend, cu_frontend.h). */
 float *cu_encoder_raw_dev(const cu_encoder *e);
+/* The device copy of the staged batch's lengths (t_enc_dev and t_enc_bucket_dev point into it) and its size: a
+ * decoder that must outlive the next stage reads a copy of it (backend_cuda.cu). */
+const int *cu_encoder_meta_dev(const cu_encoder *e);
+size_t cu_encoder_meta_bytes(const cu_encoder *e);
 rnnt_status cu_encoder_run(cu_encoder *e, char *err, size_t errlen);
 /* The two halves of cu_encoder_run: the stream's wait for the staged batch's transfers, and the
  * encoder over the uploaded batch (a graph replay; benchmarks time this part alone). */

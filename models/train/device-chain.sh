@@ -11,6 +11,11 @@
 #   with the config's fill steps.
 # SEED_CKPT: the chain's first checkpoint somewhere else than RUN/ckpt.pt.xz, e.g. carried by an earlier call
 #   on the same warm machine when it does not fit the carry beside the engines (a larger model's: models/README.md).
+# SEED_OPT: with SEED_CKPT on a machine without STATE, the AdamW moments that go with it (save_opt's opt.pt as xz,
+#   carried by a call of its own): the piece then resumes them instead of running the config's fill steps.
+# TTS: the engines' archive somewhere else than RUN/tts-root.tar.xz, carried by an earlier call on the same warm
+#   machine when it does not fit the carry beside RUN (main's tree + 45.9 MB went over 64 MiB on 2026-11-25).
+# TRAIN_ARGS: more train.py options, e.g. "--graph-warmup-stream shared" or "--t-quant 192".
 # FINAL=0: not the last piece of a schedule (no --final-piece: the config's warm-up and sqrt decay).
 # MODEL, NAME, MAX_FRAMES, MAX_CELLS, BENCH...: passed on to device-piece.sh (its header).
 # A file of $OUT/train over 16 MiB less 64 KiB (a larger model's ckpt.pt and opt.pt: 48 MB each for 12 M
@@ -22,24 +27,31 @@ seed=$1 config=$2 budget=$3
 RUN=${RUN:-.gpu/model3}
 STATE=${STATE:-.gpu/model3-state}
 SEED=${SEED_CKPT:-$RUN/ckpt.pt.xz}
+SEED_OPT=${SEED_OPT:-}
 OUT=${OUT:-/tmp/out}
 t0=$(date +%s)
 [ -d "$RUN/patch" ] && cp "$RUN"/patch/*.py models/train/
 R=/tmp/chain-run
 rm -rf "$R" /tmp/w && mkdir -p "$R"
-for f in tts-root.tar.xz neural.tar.xz text; do ln -s "$(realpath "$RUN/$f")" "$R/$f"; done
+for f in neural.tar.xz text; do ln -s "$(realpath "$RUN/$f")" "$R/$f"; done
+ln -s "$(realpath "${TTS:-$RUN/tts-root.tar.xz}")" "$R/tts-root.tar.xz"
 if [ -f "$STATE/ckpt.pt" ] && [ -f "$STATE/opt.pt" ]; then
   cp "$STATE/ckpt.pt" "$STATE/opt.pt" "$R/"
   echo "device-chain: resuming from the warm machine's state ($STATE: weights and AdamW moments)"
 elif [ -f "$SEED" ]; then
   xz -dc "$SEED" > "$R/ckpt.pt"
-  echo "device-chain: no state on this machine: resuming from $SEED (fill steps)"
+  if [ -n "$SEED_OPT" ] && [ -f "$SEED_OPT" ]; then
+    xz -dc "$SEED_OPT" > "$R/opt.pt"
+    echo "device-chain: no state on this machine: resuming from $SEED and the AdamW moments $SEED_OPT"
+  else
+    echo "device-chain: no state on this machine: resuming from $SEED (fill steps)"
+  fi
 else
   echo "device-chain: no state on this machine and no $SEED: training from scratch"
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 RUN=$R CODE=. BUDGET_S=$budget CONFIG=$config bash models/train/device-piece.sh "$seed" \
-  $([ "${FINAL:-1}" = 1 ] && echo --final-piece)
+  $([ "${FINAL:-1}" = 1 ] && echo --final-piece) ${TRAIN_ARGS:-}
 if [ -f "$OUT/train/ckpt.pt" ] && [ -f "$OUT/train/opt.pt" ]; then
   mkdir -p "$STATE" && cp "$OUT/train/ckpt.pt" "$OUT/train/opt.pt" "$STATE/" && echo "device-chain: state kept in $STATE"
 fi

@@ -32,7 +32,8 @@ class GraphedStep:
     taken from the inputs. With enabled=False (or off CUDA) every call runs eagerly (same semantics:
     gradients are zeroed, not accumulated)."""
 
-    def __init__(self, model, compute, enabled=True, max_graphs=64, log=None, max_reserved_frac=0.75):
+    def __init__(self, model, compute, enabled=True, max_graphs=64, log=None, max_reserved_frac=0.75,
+                 shared_warmup_stream=False):
         self.model = model
         self.compute = compute
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -49,6 +50,13 @@ class GraphedStep:
         # (release) and shapes are captured again as they come
         self.max_reserved_frac = max_reserved_frac
         self.releases = 0
+        # The caching allocator reuses a freed block only for allocations on the stream it was made on: the
+        # warm-up step of each new shape ran on a new side stream, so its blocks (up to a step's peak, 12-19
+        # GiB for en-char-medium) stayed cached for a stream nobody uses again, counted in memory_reserved()
+        # until the next release. shared_warmup_stream=True runs every warm-up on one stream instead (not
+        # the default until bench_graph_pool.py has measured it on the GPU: models/README.md).
+        self.shared_warmup_stream = shared_warmup_stream
+        self.side = None
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -101,7 +109,12 @@ class GraphedStep:
             return self._eager(inputs)
         # First batch of this shape: a real step, eagerly on a side stream (the warm-up a capture
         # needs: cuBLAS workspaces, autograd's device thread), then the capture.
-        side = torch.cuda.Stream()
+        if not self.shared_warmup_stream:
+            side = torch.cuda.Stream()
+        else:
+            if self.side is None:
+                self.side = torch.cuda.Stream()
+            side = self.side
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             out = self._eager(inputs)

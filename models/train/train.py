@@ -173,6 +173,9 @@ def main():
     ap.add_argument("--no-cuda-graphs", action="store_true",
                     help="run every step eagerly with batches of any shape (batches()), as before graph_step.py")
     ap.add_argument("--t-quant", type=int, default=96, help="length buckets of the CUDA-graph batches (frames)")
+    ap.add_argument("--graph-warmup-stream", choices=("new", "shared"), default="new",
+                    help="the stream of each shape's eager warm-up before its capture: a new one per shape (as "
+                         "pieces 9-l6 ran) or one for all (graph_step.GraphedStep shared_warmup_stream)")
     a = ap.parse_args()
     a.engines, a.work, a.text = os.path.abspath(a.engines), os.path.abspath(a.work), os.path.abspath(a.text)
     os.makedirs(a.work, exist_ok=True)
@@ -306,7 +309,8 @@ def main():
         logits, enc_lens = model(feats, flen, labels)
         return multiblank_rnnt_loss(logits, labels, enc_lens, ulen, durations, tc["sigma"], reduction="mean",
                                     weights=weight)
-    gstep = GraphedStep(model, compute, enabled=use_graphs, log=lambda rec: log(a.out, rec)) if use_graphs else None
+    gstep = GraphedStep(model, compute, enabled=use_graphs, log=lambda rec: log(a.out, rec),
+                        shared_warmup_stream=a.graph_warmup_stream == "shared") if use_graphs else None
     if use_graphs:
         log(a.out, {"event": "buckets", "shapes": pool.bucket_shapes(tc["max_frames"], tc["max_cells"],
                                                                      cfg.subsampling, a.t_quant)})

@@ -13,5 +13,5 @@ nice cmake --build "$build" -j2 --target bench_engine test_cuda_engine test_subm
 mkdir -p "$dest"
 tests/gpu/stage-pack.sh "$dest" "$build"/tests/bench/bench_engine "$build"/tests/gpu/test_cuda_engine \
   "$build"/tests/engine/test_submit
-cp tests/gpu/device-mlperf.sh tests/gpu/device-common.sh "$dest/"
+cp tests/gpu/device-mlperf.sh tests/gpu/device-common.sh tests/gpu/nsys_gaps.py "$dest/"
 du -sh "$dest"
