@@ -159,6 +159,11 @@ static void metrics(route_req *r)
     g.workers_busy = st.workers_busy;
     g.workers = st.workers;
     g.connections = routes_connections(s);
+    long long loop_conns[64]; /* server.http_threads is at most 64 */
+    g.n_loops = routes_http_loops(s);
+    if (g.n_loops > 64) g.n_loops = 64;
+    for (int i = 0; i < g.n_loops; i++) loop_conns[i] = routes_loop_connections(s, i);
+    g.loop_connections = loop_conns;
     g.pending_bytes = st.pending_bytes;
     g.uptime_s = st.uptime_s;
     g.start_time_s = st.start_time_s;

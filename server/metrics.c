@@ -293,6 +293,11 @@ char *metrics_render(const metrics_gauges *g, size_t *len)
         head(b, gauges[i].name, "gauge", gauges[i].help);
         fprintf(b, "%s %lld\n", gauges[i].name, gauges[i].v);
     }
+    if (g->n_loops > 0) {
+        head(b, "rnntd_http_loop_connections", "gauge",
+             "Open HTTP connections of each event loop (server.http_threads; accepts go to the loop with the fewest).");
+        for (int i = 0; i < g->n_loops; i++) fprintf(b, "rnntd_http_loop_connections{loop=\"%d\"} %lld\n", i, g->loop_connections[i]);
+    }
     sched *sc = atomic_load(&g_sched);
     if (sc) {
         sched_stats ss;

@@ -36,6 +36,8 @@ typedef struct {
     long long workers_busy;
     long long workers;
     long long connections;
+    int n_loops;                      /* HTTP event loops */
+    const long long *loop_connections; /* [n_loops] open connections of each */
     long long pending_bytes;
     double uptime_s;
     double start_time_s;      /* Unix time */

@@ -752,6 +752,8 @@ long long routes_max_connections(srv *s) { return s->tp ? tp_max_connections(s->
 void routes_quiesce(srv *s) { tp_quiesce(s->tp); }
 
 long long routes_connections(srv *s) { return tp_connections(s->tp); }
+int routes_http_loops(srv *s) { return tp_loop_count(s->tp); }
+long long routes_loop_connections(srv *s, int i) { return tp_loop_connections(s->tp, i); }
 
 void routes_stop(srv *s)
 {

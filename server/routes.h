@@ -24,6 +24,9 @@ int routes_start(srv *s, char *err, size_t errlen);
 void routes_quiesce(srv *s);
 /* Open connections right now (for metrics). */
 long long routes_connections(srv *s);
+/* HTTP event loops, and the open connections of loop i (for /metrics: how evenly they are spread). */
+int routes_http_loops(srv *s);
+long long routes_loop_connections(srv *s, int i);
 /* The connection cap in force (server.max_connections, or less when RLIMIT_NOFILE allows less). */
 long long routes_max_connections(srv *s);
 /* Stops the transport; every suspended connection must have been resumed (svc_drain). */

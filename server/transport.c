@@ -2,7 +2,9 @@
  *
  * Each loop owns an epoll set, an eventfd (resumes and commands from other threads) and the
  * connections it accepted; the listening socket sits in every loop's set with EPOLLEXCLUSIVE, so a
- * new connection wakes one loop, which accepts it and keeps it for its life. Level-triggered: a
+ * new connection wakes one loop, which accepts it and hands it to the loop with the fewest connections
+ * (itself on a tie), which keeps it for its life: clients that connect in a burst (a load tool's 128
+ * at once) would otherwise all land on the one loop that woke first. Level-triggered: a
  * connection is read once per wake-up, so a fast client cannot starve the others. A connection in
  * the middle of an epoll batch may be closed by another event of the same batch; closed connections
  * are therefore freed only after the batch. */
@@ -93,9 +95,12 @@ struct tp_loop {
     int idx, epfd, evfd;
     pthread_t th;
     int started;
-    pthread_mutex_t mu; /* guards resumed and kicked */
+    pthread_mutex_t mu; /* guards resumed, kicked, adopt and adopt_closed */
     tp_conn *resumed;
     tp_conn *kicked;
+    tp_conn *adopt;       /* accepted by another loop, handed to this one (linked by rnext) */
+    int adopt_closed;     /* this loop has stopped: nothing more is handed to it */
+    _Atomic int n_conns;  /* connections in conns (read by the other loops' accepts) */
     tp_conn *conns, *dead;
     int listen_registered;
     double accept_paused_until;
@@ -117,10 +122,12 @@ struct tp_server {
     unsigned port;
     int n_loops;
     tp_loop *loops;
+    _Atomic int loops_ready; /* every loop set up and started: accepts may hand connections over */
     _Atomic int stopping, listening;
     _Atomic long long open, overflow;
     long long max_conn, max_overflow;
     int body_direct; /* receive bodies into body_room (RNNTD_TP_DIRECT=0: through rbuf, 16 KiB a wake-up) */
+    int balance;     /* hand accepted connections to the least-loaded loop (RNNTD_TP_BALANCE=0: keep them) */
     pthread_mutex_t ip_mu;
     ip_node *ip_tab[TP_IP_BUCKETS];
 };
@@ -239,6 +246,19 @@ static void list_push(tp_conn **head, tp_conn *c)
     *head = c;
 }
 
+/* The loop's own connections, counted for the accepts' balance. */
+static void conns_push(tp_loop *L, tp_conn *c)
+{
+    list_push(&L->conns, c);
+    atomic_fetch_add(&L->n_conns, 1);
+}
+
+static void conns_remove(tp_loop *L, tp_conn *c)
+{
+    list_remove(&L->conns, c);
+    atomic_fetch_sub(&L->n_conns, 1);
+}
+
 /* Closes the socket now; the memory goes after the current epoll batch. */
 static void conn_free(tp_conn *c)
 {
@@ -250,7 +270,7 @@ static void conn_free(tp_conn *c)
     if (c->overflow) atomic_fetch_sub(&s->overflow, 1);
     else atomic_fetch_sub(&s->open, 1);
     if (c->ip_counted) ip_release(s, c->addr);
-    list_remove(&L->conns, c);
+    conns_remove(L, c);
     list_push(&L->dead, c);
 }
 
@@ -668,6 +688,9 @@ static void refuse_over_cap(tp_conn *c)
     if (fail_request(c, &e) == 0) process(c);
 }
 
+static int hand_off(tp_loop *L, tp_conn *c);
+static void wake(tp_loop *L);
+
 static void accept_some(tp_loop *L)
 {
     tp_server *s = L->s;
@@ -709,8 +732,57 @@ static void accept_some(tp_loop *L)
             c->overflow = 1;
             c->st = C_WAITSLOT;
         }
-        list_push(&L->conns, c);
+        if (c->st != C_WAITSLOT && hand_off(L, c)) continue;
+        conns_push(L, c);
         set_events(c, c->st == C_WAITSLOT ? EPOLLRDHUP : EPOLLIN);
+        if (!c->registered) conn_free(c);
+    }
+}
+
+/* A connection L accepted goes to the loop with the fewest connections, when that is another one
+ * (ties: L keeps it): 1 when handed (that loop registers it in run_resumed), 0 when L keeps it. */
+static int hand_off(tp_loop *L, tp_conn *c)
+{
+    tp_server *s = L->s;
+    if (!s->balance || s->n_loops < 2 || !atomic_load(&s->loops_ready) || atomic_load(&s->stopping)) return 0;
+    tp_loop *to = L;
+    int least = atomic_load(&L->n_conns);
+    for (int i = 0; i < s->n_loops; i++) {
+        tp_loop *o = &s->loops[i];
+        int n = atomic_load(&o->n_conns);
+        if (n < least) {
+            least = n;
+            to = o;
+        }
+    }
+    if (to == L) return 0;
+    pthread_mutex_lock(&to->mu);
+    int open = !to->adopt_closed;
+    if (open) {
+        c->loop = to;
+        c->rnext = to->adopt;
+        to->adopt = c;
+        atomic_fetch_add(&to->n_conns, 1); /* counted now, so the next accepts see it */
+    }
+    pthread_mutex_unlock(&to->mu);
+    if (open) wake(to);
+    return open;
+}
+
+/* Connections other loops accepted for this one: registered here (counted by hand_off). */
+static void adopt_handed(tp_loop *L)
+{
+    pthread_mutex_lock(&L->mu);
+    tp_conn *list = L->adopt;
+    L->adopt = NULL;
+    pthread_mutex_unlock(&L->mu);
+    while (list) {
+        tp_conn *c = list;
+        list = c->rnext;
+        c->rnext = NULL;
+        list_push(&L->conns, c);
+        c->t_last = now_s();
+        set_events(c, EPOLLIN);
         if (!c->registered) conn_free(c);
     }
 }
@@ -722,6 +794,7 @@ static void run_resumed(tp_loop *L)
     uint64_t v;
     ssize_t r = read(L->evfd, &v, sizeof v);
     (void)r;
+    adopt_handed(L);
     pthread_mutex_lock(&L->mu);
     tp_conn *list = L->resumed;
     L->resumed = NULL;
@@ -874,12 +947,17 @@ static void *loop_main(void *arg)
         bury(L);
     }
     /* Stopping: whatever is left is closed. A request still suspended cannot be freed (a worker
-     * holds it); svc_drain waits for none to be before tp_stop. */
+     * holds it); svc_drain waits for none to be before tp_stop. Connections handed to this loop
+     * and not yet registered are closed with the rest; none is handed after this. */
+    pthread_mutex_lock(&L->mu);
+    L->adopt_closed = 1;
+    pthread_mutex_unlock(&L->mu);
+    adopt_handed(L);
     tp_conn *next;
     for (tp_conn *c = L->conns; c; c = next) {
         next = c->next;
         if (c->st == C_SUSPENDED || c->st == C_HANDLER) {
-            list_remove(&L->conns, c);
+            conns_remove(L, c);
             continue;
         }
         conn_close(c, TP_SHUTDOWN);
@@ -972,6 +1050,8 @@ int tp_start(const tp_config *cfg, const tp_handlers *h, void *ctx, tp_server **
     s->h = *h;
     const char *direct = getenv("RNNTD_TP_DIRECT"); /* A/B runs: 0 reads every body through rbuf */
     s->body_direct = !(direct && !strcmp(direct, "0"));
+    const char *balance = getenv("RNNTD_TP_BALANCE"); /* A/B runs: 0 keeps each connection on the loop that accepted it */
+    s->balance = !(balance && !strcmp(balance, "0"));
     s->ctx = ctx;
     s->lfd = -1;
     pthread_mutex_init(&s->ip_mu, NULL);
@@ -1017,6 +1097,7 @@ int tp_start(const tp_config *cfg, const tp_handlers *h, void *ctx, tp_server **
         }
         L->started = 1;
     }
+    atomic_store(&s->loops_ready, 1);
     *out = s;
     return 0;
 }
@@ -1054,6 +1135,16 @@ void tp_quiesce(tp_server *s)
     s->lfd = -1;
 }
 
+int tp_loop_count(const tp_server *s)
+{
+    return s ? s->n_loops : 0;
+}
+
+long long tp_loop_connections(tp_server *s, int loop)
+{
+    return s && loop >= 0 && loop < s->n_loops ? atomic_load(&s->loops[loop].n_conns) : 0;
+}
+
 long long tp_connections(tp_server *s)
 {
     return s ? atomic_load(&s->open) : 0;
@@ -1063,13 +1154,18 @@ void tp_stop(tp_server *s)
 {
     if (!s) return;
     atomic_store(&s->stopping, 1);
+    /* Every loop joined before any loop's eventfd and lock go: a running loop may still hand a
+     * connection to another (hand_off locks that loop's mu and writes its eventfd). */
     for (int i = 0; s->loops && i < s->n_loops; i++) {
         tp_loop *L = &s->loops[i];
-        if (!L->s) continue; /* never set up (tp_start failed before it) */
-        if (L->started) {
+        if (L->s && L->started) {
             wake(L);
             pthread_join(L->th, NULL);
         }
+    }
+    for (int i = 0; s->loops && i < s->n_loops; i++) {
+        tp_loop *L = &s->loops[i];
+        if (!L->s) continue; /* never set up (tp_start failed before it) */
         if (L->epfd >= 0) close(L->epfd);
         if (L->evfd >= 0) close(L->evfd);
         pthread_mutex_destroy(&L->mu);

@@ -74,6 +74,9 @@ typedef struct {
 /* Binds, listens and starts the loops; *out gets the server. 0, or -1 with err. */
 int tp_start(const tp_config *cfg, const tp_handlers *h, void *ctx, tp_server **out, char *err, size_t errlen);
 unsigned tp_port(const tp_server *s);
+/* Event loops, and the connections one of them holds (any thread; for /metrics). */
+int tp_loop_count(const tp_server *s);
+long long tp_loop_connections(tp_server *s, int loop);
 /* The connection cap in force (max_connections, lowered if RLIMIT_NOFILE could not be raised). */
 long long tp_max_connections(const tp_server *s);
 /* Stops accepting (the listening socket is closed); open connections keep being served. */

@@ -9,7 +9,12 @@
  *   R status latency_s duration_s batch_size queue_ms compute_ms total_ms   (one per measured answer)
  *   E message                                                           (one per measured connection error)
  *   C cpu_seconds_of_this_process_while_measuring
- * Why C: the Python clients took ~5.7 of the H100 host's 16 cores at ~8k requests/s (issue 16). */
+ * Why C: the Python clients took ~5.7 of the H100 host's 16 cores at ~8k requests/s (issue 16).
+ * The numbers of an answer are read by looking up their keys in its text (rnntd's answers carry each of
+ * them once, at the top level, after "tokens"; inside a JSON string a quote is escaped, so a key's text
+ * cannot match there): parsing the whole ~10 KB document with jansson was ~70% of this program's CPU
+ * (~1 ms per answer on the H100 host, 8 processes saturated at ~7.7k answers/s). LOADC_JSON=1 parses
+ * each answer with jansson instead (a document that does not parse then reads as -1 everywhere). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +118,18 @@ static double num(json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : -1.0;
 }
 
+/* The number after the key "k": in body[0, len) (NUL-terminated at len), or -1 when absent. */
+static double scan_num(const char *body, size_t len, const char *k)
+{
+    char pat[40];
+    int n = snprintf(pat, sizeof pat, "\"%s\":", k);
+    const char *p = memmem(body, len, pat, (size_t)n);
+    if (!p) return -1.0;
+    char *end = NULL;
+    double v = strtod(p + n, &end);
+    return end == p + n ? -1.0 : v;
+}
+
 /* One whole answer: its line (when measured). */
 static void record(const client *c, double t_end, double m0, double m1)
 {
@@ -120,6 +137,16 @@ static void record(const client *c, double t_end, double m0, double m1)
     int status = 0;
     sscanf(c->buf, "HTTP/1.%*d %d", &status);
     const char *body = memmem(c->buf, c->len, "\r\n\r\n", 4);
+    static int use_json = -1;
+    if (use_json < 0) use_json = getenv("LOADC_JSON") && !strcmp(getenv("LOADC_JSON"), "1");
+    if (!use_json) {
+        size_t blen = body ? c->len - (size_t)(body + 4 - c->buf) : 0;
+        const char *b = body ? body + 4 : "";
+        printf("R %d %.6f %.4f %.0f %.4f %.4f %.4f\n", status, t_end - c->t0, scan_num(b, blen, "duration_s"),
+               scan_num(b, blen, "batch_size"), scan_num(b, blen, "queue_ms"), scan_num(b, blen, "compute_ms"),
+               scan_num(b, blen, "total_ms"));
+        return;
+    }
     json_t *doc = body ? json_loadb(body + 4, c->len - (size_t)(body + 4 - c->buf), 0, NULL) : NULL;
     json_t *tm = doc ? json_object_get(doc, "timings") : NULL;
     printf("R %d %.6f %.4f %.0f %.4f %.4f %.4f\n", status, t_end - c->t0, num(doc, "duration_s"), num(doc, "batch_size"),

@@ -430,5 +430,39 @@ class ManyIdle(EdgeBase):
                 s.close()
 
 
+class LoopBalance(EdgeBase):
+    """Connections opened in a burst (a load tool's clients all at once) are spread over the event
+    loops: the loop that accepts hands each to the loop with the fewest (/metrics
+    rnntd_http_loop_connections). Kept on the accepting loop, a burst lands on one or two loops, whose
+    cores then bound the throughput (issue 16 §3; RNNTD_TP_BALANCE=0 shows it)."""
+    config = "server:\n  http_threads: 4\n"
+
+    def test_burst_spread_over_loops(self):
+        n = 64
+        socks = []
+        try:
+            for _ in range(n):
+                socks.append(socket.create_connection(("127.0.0.1", self.d.port), timeout=5 * SLOW))
+            deadline = time.monotonic() + 10 * SLOW
+            while True:
+                m = self.d.metrics()
+                loops = [v for k, v in m.items() if k.startswith("rnntd_http_loop_connections{")]
+                if sum(loops) >= n or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(len(loops), 4, m)
+            self.assertGreaterEqual(sum(loops), n)
+            # n / 4 each; the scrapes' own connections (one open, one maybe closing) may add to any loop
+            self.assertLessEqual(max(loops) - min(loops), 2, loops)
+            # every connection of the burst is served by its loop
+            for s in socks:
+                s.sendall(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            for s in socks:
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+        finally:
+            for s in socks:
+                s.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
