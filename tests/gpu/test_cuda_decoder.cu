@@ -7,10 +7,11 @@
  * (cu_pred_layer), so compute-sanitizer's racecheck sees nothing but the decoder's kernels.
  *
  * Batches of 1, 3, 17 and 130 utterances (and 300 outside quick mode), each rounded up to 8 slots as the runner does,
- * go through every loop variant the decoder can select (the table `kVariants`: the WHILE graph, unrolled or not, the
- * host-polled loop, the default choice, the fused loop by group, the cluster loop by blocks, warps and slots, the
- * cooperative grid loop with its f4 staging (VST), per-slot counters (CNT) and 1- or 2-blocks-an-SM build (OCC) on and
- * off, its other work splits and one block an SM), set through the decoder's API, and each is checked:
+ * go through every loop variant the decoder can select (the table `kVariants`: the WHILE graph, unrolled or not, with
+ * its predictor kernels taking 1, 4 or 8 rows at once, the host-polled loop, profiled or not, the default choice, the
+ * fused loop by group, the cluster loop by blocks, warps and slots, the cooperative grid loop with its f4 staging
+ * (VST), per-slot counters (CNT) and 1- or 2-blocks-an-SM build (OCC) on and off, its other work splits and one block
+ * an SM), set through the decoder's API, and each is checked:
  *   - bitwise equal to the reference variant (RNNT_TEST_REF, default `while`, the WHILE graph) in the same batch:
  *     tokens, frames, steps, frames skipped, status, final frame, label probabilities (fp16: the probabilities of the
  *     fused and cluster loops within 1e-3, cu_decoder.h promising the same tokens only);
@@ -82,38 +83,42 @@ static std::vector<int> g_sizes;
 
 /* One way the decoder can run the loop: its mode and the settings of cu_decoder.h's setters (unroll and group 0: the
  * decoder's defaults; cluster blocks, warps, slots; grid blocks an SM, tile, vst, cnt, occ as their setters take them,
- * -1 = by batch size as by default). */
+ * -1 = by batch size as by default), and the predictor kernels' rows at once (the runner's RNNT_CUDA_PRED_ROWS). */
 typedef struct {
     const char *name;
     cu_dec_mode mode;
     int unroll, group;
     int cluster, warps, slots;
     int bps, tile, vst, cnt, occ;
+    int rows; /* rows the per-step predictor kernels take at once (cu_pred_set_rows_at_once; 0: the default) */
 } dec_variant;
 
 static const dec_variant kVariants[] = {
-    {"while", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"while-u1", CU_DEC_WHILE, 1, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"host", CU_DEC_HOST, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"auto", CU_DEC_AUTO, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"fused", CU_DEC_FUSED, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"fused-g1", CU_DEC_FUSED, 0, 1, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"fused-g8", CU_DEC_FUSED, 0, 8, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"cluster8", CU_DEC_CLUSTER, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"cluster8-g3", CU_DEC_CLUSTER, 0, 0, 8, 8, 3, 0, 3, 1, -1, -1},
-    {"cluster8-w16", CU_DEC_CLUSTER, 0, 0, 8, 16, 0, 0, 3, 1, -1, -1},
-    {"cluster16", CU_DEC_CLUSTER, 0, 0, 16, 16, 1, 0, 3, 1, -1, -1},
-    {"grid", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1},
-    {"grid-vst0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 1},
-    {"grid-vst0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 2},
-    {"grid-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1},
-    {"grid-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2},
-    {"grid-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1},
-    {"grid-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2},
-    {"grid-1bps", CU_DEC_GRID, 0, 0, 8, 8, 0, 1, 3, 1, -1, -1},
-    {"grid-tile0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 0, 1, -1, -1},
-    {"grid-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1},
-    {"grid-tile2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 2, 1, -1, -1},
+    {"while", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"while-u1", CU_DEC_WHILE, 1, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"while-rows1", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 1},
+    {"while-rows8", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 8},
+    {"host", CU_DEC_HOST, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"profile", CU_DEC_PROFILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"auto", CU_DEC_AUTO, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"fused", CU_DEC_FUSED, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"fused-g1", CU_DEC_FUSED, 0, 1, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"fused-g8", CU_DEC_FUSED, 0, 8, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"cluster8", CU_DEC_CLUSTER, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"cluster8-g3", CU_DEC_CLUSTER, 0, 0, 8, 8, 3, 0, 3, 1, -1, -1, 0},
+    {"cluster8-w16", CU_DEC_CLUSTER, 0, 0, 8, 16, 0, 0, 3, 1, -1, -1, 0},
+    {"cluster16", CU_DEC_CLUSTER, 0, 0, 16, 16, 1, 0, 3, 1, -1, -1, 0},
+    {"grid", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
+    {"grid-vst0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 1, 0},
+    {"grid-vst0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 2, 0},
+    {"grid-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0},
+    {"grid-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0},
+    {"grid-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0},
+    {"grid-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0},
+    {"grid-1bps", CU_DEC_GRID, 0, 0, 8, 8, 0, 1, 3, 1, -1, -1, 0},
+    {"grid-tile0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 0, 1, -1, -1, 0},
+    {"grid-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0},
+    {"grid-tile2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 2, 1, -1, -1, 0},
 };
 enum { kNumVariants = (int)(sizeof kVariants / sizeof kVariants[0]) };
 
@@ -497,8 +502,14 @@ static void run_variant(const dec_variant *v, const cu_weights *w, cudaStream_t 
     cu_decoder_set_cluster(d, v->cluster, v->warps, v->slots);
     cu_decoder_set_grid(d, v->bps, v->tile);
     cu_decoder_set_grid_staging(d, v->vst, v->cnt, v->occ);
-    RK(cu_decoder_run(d, v->mode, bd->nbs, bd->B, bd->t_enc, bd->fstride, bd->fproj, NULL, err, errlen));
+    cu_pred_set_rows_at_once(v->rows ? v->rows : CU_PRED_ROWS_DEFAULT);
+    cu_dec_profile prof;
+    memset(&prof, 0, sizeof prof);
+    RK(cu_decoder_run(d, v->mode, bd->nbs, bd->B, bd->t_enc, bd->fstride, bd->fproj, &prof, err, errlen));
     CK(cudaStreamSynchronize(s));
+    cu_pred_set_rows_at_once(CU_PRED_ROWS_DEFAULT);
+    if (v->mode == CU_DEC_PROFILE && !(prof.iterations > 0 && prof.joint_ms > 0 && prof.pred_ms > 0))
+        fail_msg("variant %s: the profiled loop measured nothing (%d steps)", v->name, prof.iterations);
     CK(cudaGetLastError());
     const char *note = NULL;
     cu_dec_mode forced = cu_decoder_mode(d, &note);
