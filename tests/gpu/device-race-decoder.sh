@@ -10,7 +10,7 @@
 #   racecheck: compute-sanitizer --tool racecheck --error-exitcode 9 on the quick mode, one process per variant
 #              (RNNT_TEST_VARIANTS=v RNNT_TEST_REF=none: only that variant's kernels run under the tool, fp32 still
 #              against the CPU twin; RNNT_CUDA_MAPPED=0: racecheck crashed on kernel writes to mapped host memory),
-#              JOBS (default 6) at a time, each within TOOL_TIMEOUT s (default 240);
+#              JOBS (default 8) at a time, each within TOOL_TIMEOUT s (default 240);
 #   memcheck, synccheck, initcheck: the same with that tool.
 # VARIANTS=a,b,... limits the sanitizer steps to those variants (default all: test_cuda_decoder --list); RACE_ENV adds
 # settings to the sanitizer runs (e.g. "RNNT_TEST_SIZES=1,17,130 RNNT_TEST_PRECISION=fp32" to shorten them); PACK
@@ -42,9 +42,9 @@ for tool in racecheck memcheck synccheck initcheck; do
   has $tool || continue
   $CS --version | tail -1
   mkdir -p "$OUT/$tool"
-  log "compute-sanitizer --tool $tool, a process per variant, ${JOBS:-6} at a time (RNNT_TEST_QUICK=1 RNNT_TEST_REF=none RNNT_CUDA_MAPPED=0 ${RACE_ENV:-})"
+  log "compute-sanitizer --tool $tool, a process per variant, ${JOBS:-8} at a time (RNNT_TEST_QUICK=1 RNNT_TEST_REF=none RNNT_CUDA_MAPPED=0 ${RACE_ENV:-})"
   for v in ${variants//,/ }; do
-    while [ $(jobs -rp | wc -l) -ge ${JOBS:-6} ]; do wait -n; done
+    while [ $(jobs -rp | wc -l) -ge ${JOBS:-8} ]; do wait -n; done
     if [ $((budget - SECONDS)) -lt 30 ]; then
       echo "not run: the script's budget is spent" > "$OUT/$tool/$v.log"
       continue
