@@ -4,19 +4,54 @@
 # in one call. Here: tests/gpu/stage-gpu-label.sh build-cuda and
 # tests/gpu/stage-pack.sh /work/main/.gpu/bench build-cuda/tests/bench/bench_engine; there:
 #   bash tests/gpu/device-merge-check.sh        (run with carry [".gpu/label", ".gpu/bench"])
+# MERGE_STEPS picks the steps (default label,gpufe,stream,bench,load); also:
+#   race:  the decoding loop alone (test_cuda_decoder) under compute-sanitizer racecheck and memcheck, one process
+#          per variant in RACE_VARIANTS (default: every variant that test_cuda_decoder --list names);
+#   serve: tests/gpu/device-serve.sh prof from the carried .gpu/serve2 (tests/gpu/stage-serve.sh with
+#          DEST=/work/main/.gpu/serve2): the lone request and the C load client at 2,048 and 3,072 clients;
+#   bench: takes bench_engine from .gpu/bench, or else from .gpu/serve2's pack.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+MERGE_STEPS=${MERGE_STEPS:-label,gpufe,stream,bench,load}
+want() { [[ ",$MERGE_STEPS," == *",$1,"* ]]; }
 step() { echo "== $1 ($(date +%T))"; }
-step "gpu label"
-BUDGET_S=170 bash .gpu/label/device-gpu-label.sh > "$OUT/label.txt" 2>&1; echo "exit $?"; tail -22 "$OUT/label.txt"
-step "daemon audio (CUDA frontend)"
-BUDGET_S=80 bash .gpu/label/device-gpufe.sh daemon > "$OUT/gpufe.txt" 2>&1; echo "exit $?"; tail -5 "$OUT/gpufe.txt"
-step "WebSocket streams against a CUDA daemon"
-timeout 100 bash .gpu/label/device-cudastream.sh server > "$OUT/stream.txt" 2>&1; echo "exit $?"; tail -5 "$OUT/stream.txt"
-step "bench_engine on the shipped model"
-(steps=x; source tests/gpu/device-common.sh; open_pack .gpu/bench/pack.tar.xz /tmp/bench cublas cuda_runtime
- timeout 90 $B/bench_engine models/en-char-small --batches 1,16,32,64,256 --seconds 10 --reps 7 --extras 0) \
-  > "$OUT/bench.txt" 2>&1; echo "exit $?"; tail -14 "$OUT/bench.txt"
-step "daemon load: a lone request, then 512 clients"
-PACK=.gpu/label/pack.tar.xz BUDGET_S=160 bash tests/gpu/device-daemon.sh load > "$OUT/load.txt" 2>&1; echo "exit $?"
-tail -30 "$OUT/load.txt"
+if want label; then
+  step "gpu label"
+  BUDGET_S=${LABEL_BUDGET_S:-170} bash .gpu/label/device-gpu-label.sh > "$OUT/label.txt" 2>&1; echo "exit $?"
+  tail -24 "$OUT/label.txt"
+fi
+if want race; then
+  step "test_cuda_decoder under racecheck and memcheck"
+  mkdir -p "$OUT/race"
+  OUT=$OUT/race PACK=.gpu/label/pack.tar.xz BUDGET_S=${RACE_BUDGET_S:-150} JOBS=${RACE_JOBS:-12} \
+    VARIANTS=${RACE_VARIANTS:-} bash .gpu/label/device-race-decoder.sh racecheck,memcheck > "$OUT/race.txt" 2>&1
+  echo "exit $?"; grep -E "^(racecheck|memcheck) |clean|error|not run" "$OUT/race.txt" | cut -c1-200 | head -70
+fi
+if want gpufe; then
+  step "daemon audio (CUDA frontend)"
+  BUDGET_S=80 bash .gpu/label/device-gpufe.sh daemon > "$OUT/gpufe.txt" 2>&1; echo "exit $?"; tail -5 "$OUT/gpufe.txt"
+fi
+if want stream; then
+  step "WebSocket streams against a CUDA daemon"
+  timeout 100 bash .gpu/label/device-cudastream.sh server > "$OUT/stream.txt" 2>&1; echo "exit $?"; tail -5 "$OUT/stream.txt"
+fi
+if want bench; then
+  step "bench_engine on the shipped model"
+  bpack=.gpu/bench/pack.tar.xz; [ -f $bpack ] || bpack=.gpu/serve2/pack.tar.xz
+  (steps=x; source tests/gpu/device-common.sh; open_pack $bpack /tmp/bench cublas cuda_runtime
+   timeout 90 $B/bench_engine models/en-char-small --batches 1,16,32,64,256 --seconds 10 --reps 7 --extras 0) \
+    > "$OUT/bench.txt" 2>&1; echo "exit $?"; tail -14 "$OUT/bench.txt"
+fi
+if want load; then
+  step "daemon load: a lone request, then 512 clients"
+  PACK=.gpu/label/pack.tar.xz BUDGET_S=160 bash tests/gpu/device-daemon.sh load > "$OUT/load.txt" 2>&1; echo "exit $?"
+  tail -30 "$OUT/load.txt"
+fi
+if want serve; then
+  step "daemon over HTTP with the C load client (2 workers, max_delay 30 ms)"
+  mkdir -p "$OUT/serve"
+  OUT=$OUT/serve BUDGET_S=${SERVE_BUDGET_S:-90} \
+    PROF=${SERVE_PROF:-"w2-d30:2:256:30000:8:lone-http/1/1/8/http+c-2048/8/256/12/c+c-3072/8/384/12/c"} \
+    bash .gpu/serve2/device-serve.sh prof > "$OUT/serve.txt" 2>&1; echo "exit $?"
+  tail -40 "$OUT/serve.txt"
+fi
