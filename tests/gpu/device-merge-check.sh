@@ -55,3 +55,10 @@ if want serve; then
     bash .gpu/serve2/device-serve.sh prof > "$OUT/serve.txt" 2>&1; echo "exit $?"
   tail -40 "$OUT/serve.txt"
 fi
+# The device returns at most a few files a call (the session of 2026-11-25 lost the race and serve logs to that
+# limit): everything goes back as one archive.
+if [ "${MERGE_PACK_LOGS:-1}" = 1 ]; then
+  (cd "$OUT" && find . -type f ! -name logs.tar.xz -print0 | tar --null -cJf logs.tar.xz -T - &&
+    find . -type f ! -name logs.tar.xz -delete && find . -mindepth 1 -type d -empty -delete)
+  ls -la "$OUT"
+fi
