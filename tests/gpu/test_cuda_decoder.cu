@@ -61,23 +61,7 @@ static int g_mapped = 1;  /* RNNT_CUDA_MAPPED=0: results through a device buffer
 static int g_prec[2] = {1, 1}; /* fp16, fp32 (cu_dtype order) */
 static std::vector<int> g_sizes;
 
-#define CK(call)                                                                                  \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-    } while (0)
-/* RK's body names err/errlen, so the calls inside can pass them through. */
-#define RK(call)                                                                                  \
-    do {                                                                                          \
-        char err_[512];                                                                           \
-        char *err = err_;                                                                         \
-        size_t errlen = sizeof err_;                                                              \
-        (void)err;                                                                                \
-        (void)errlen;                                                                             \
-        err_[0] = 0;                                                                              \
-        rnnt_status s_ = (call);                                                                  \
-        if (s_ != RNNT_OK) fail_msg("%s:%d: %s", __FILE__, __LINE__, err_);                       \
-    } while (0)
+#include "cu_test_check.h"
 
 /* ------------------------------------------------------------------ the loop variants */
 

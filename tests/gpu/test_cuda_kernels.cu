@@ -42,22 +42,7 @@ extern "C" {
 static uint64_t g_seed;
 static int g_quick; /* RNNT_TEST_QUICK=1: a few cases of each (for the sanitizer runs) */
 
-#define CK(call)                                                                                  \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-    } while (0)
-#define RK(call)                                                                                  \
-    do {                                                                                          \
-        char err_[512];                                                                           \
-        char *err = err_;                                                                         \
-        size_t errlen = sizeof err_;                                                              \
-        (void)err;                                                                                \
-        (void)errlen;                                                                             \
-        rnnt_status s_ = (call);                                                                  \
-        if (s_ != RNNT_OK) fail_msg("%s:%d: %s", __FILE__, __LINE__, err_);                       \
-    } while (0)
-/* RK's body names err/errlen, so the calls inside can pass them through. */
+#include "cu_test_check.h"
 
 static float rnd_dt(float x, cu_dtype dt) { return dt == CU_F16 ? __half2float(__float2half_rn(x)) : x; }
 
