@@ -907,7 +907,9 @@ __device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int 
  * layer of the emitters, unit j on block j % blocks, its warps over groups of 4 rows (clu_unit_dot: the
  * per-step kernels' sums), grid.sync after each layer; (C) the joint's predictor projection, output o
  * on block o % blocks, grid.sync. A step without an emitter costs one grid barrier. flags: [2][nb] ints
- * (by step parity: a block may start the next step's joint while another still reads this step's). */
+ * (by step parity: a block may start the next step's joint while another still reads this step's).
+ * With plan.cnt (cu_dec_grid_plan) the barriers after the last layer and after (C) are per-slot counters
+ * instead (grid_wait_count): one grid barrier a step for a one-layer predictor. */
 template <typename S, bool HARD, bool RELU, int MINB>
 __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
                                                           cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
