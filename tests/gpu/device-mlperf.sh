@@ -54,27 +54,31 @@ if has async && [ -f $MODEL/model.yaml ]; then
   grep -E "^== |^\| [0-9]|exit" "$OUT/async.log" | cut -c1-200
 fi
 
-if has asyncab && [ -f $MODEL/model.yaml ]; then
-  IFS=';' read -ra settings <<< "${ASYNC_AB:-late RNNT_CUDA_EARLY_ENCODER=0}"
+# bench_settings LOG SETTINGS BATCHES ARGS...: bench_engine $MODEL --batches BATCHES --seconds 10 ARGS once for each
+# ';'-separated setting "NAME VAR=VALUE...", with its variables, each within 60 s; the log in $OUT/LOG, its rows printed
+bench_settings() {
+  local logf=$1 batches=$3 setting
+  local -a settings
+  IFS=';' read -ra settings <<< "$2"
+  shift 3
+  local -a args=("$@")
   { for setting in "${settings[@]}"; do
       set -- $setting
-      log "bench_engine $MODEL --batches ${ASYNC_AB_BATCHES:-1024,2048} --reps ${ASYNC_REPS:-4} --async 1, $1 (${*:2})"
-      env "${@:2}" timeout $(tmo 60) $B/bench_engine $MODEL --batches ${ASYNC_AB_BATCHES:-1024,2048} --seconds 10 \
-        --reps ${ASYNC_REPS:-4} --async 1
+      log "bench_engine $MODEL --batches $batches ${args[*]}, $1 (${*:2})"
+      env "${@:2}" timeout $(tmo 60) $B/bench_engine $MODEL --batches $batches --seconds 10 "${args[@]}"
       echo "exit $?"
-    done; } > "$OUT/asyncab.log" 2>&1
-  grep -E "^== |^\| [0-9]|exit" "$OUT/asyncab.log" | cut -c1-200
+    done; } > "$OUT/$logf" 2>&1
+  grep -E "^== |^\| [0-9]|exit" "$OUT/$logf" | cut -c1-200
+}
+
+if has asyncab && [ -f $MODEL/model.yaml ]; then
+  bench_settings asyncab.log "${ASYNC_AB:-late RNNT_CUDA_EARLY_ENCODER=0}" "${ASYNC_AB_BATCHES:-1024,2048}" \
+    --reps "${ASYNC_REPS:-4}" --async 1
 fi
 
 if has sweep && [ -f $MODEL/model.yaml ]; then
-  IFS=';' read -ra settings <<< "${SWEEP:-rrec512 RNNT_CUDA_R_REC=512;rrec1024 RNNT_CUDA_R_REC=1024;rrec2048 RNNT_CUDA_R_REC=2048;sms66 RNNT_CUDA_LSTREAM_SMS=66;sms0 RNNT_CUDA_LSTREAM_SMS=0;rrec512-sms66 RNNT_CUDA_R_REC=512 RNNT_CUDA_LSTREAM_SMS=66;grid2 RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=2}"
-  { for setting in "${settings[@]}"; do
-      set -- $setting
-      log "bench_engine $MODEL --batches ${SWEEP_BATCHES:-2048} --reps 3 --extras 0, $1 (${*:2})"
-      env "${@:2}" timeout $(tmo 60) $B/bench_engine $MODEL --batches ${SWEEP_BATCHES:-2048} --seconds 10 --reps 3 --extras 0
-      echo "exit $?"
-    done; } > "$OUT/sweep.log" 2>&1
-  grep -E "^== |^\| [0-9]|exit" "$OUT/sweep.log" | cut -c1-200
+  bench_settings sweep.log "${SWEEP:-rrec512 RNNT_CUDA_R_REC=512;rrec1024 RNNT_CUDA_R_REC=1024;rrec2048 RNNT_CUDA_R_REC=2048;sms66 RNNT_CUDA_LSTREAM_SMS=66;sms0 RNNT_CUDA_LSTREAM_SMS=0;rrec512-sms66 RNNT_CUDA_R_REC=512 RNNT_CUDA_LSTREAM_SMS=66;grid2 RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_TILE=2}" \
+    "${SWEEP_BATCHES:-2048}" --reps 3 --extras 0
 fi
 if has nsys && [ -f $MODEL/model.yaml ]; then
   NSYS=${NSYS:-$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
