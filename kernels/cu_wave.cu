@@ -5,6 +5,8 @@
 #include "cu_wave.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cu_persist.h"
 #include "cu_persist_dev.cuh"
@@ -424,6 +426,7 @@ constexpr int CH_NR = 2;                 /* layers whose W_hh fragments live in 
 constexpr int CH_PCOLS = 8;              /* (step, row) columns per projection pass */
 constexpr int CH_MAX_ROWS = 8;           /* one n-tile */
 constexpr size_t CH_WBYTES = (size_t)CH_WARPS * 2 * CH_KS * 32 * 16; /* one layer's fragments: 64 KB */
+constexpr int CH_PROF_WORDS = CU_WAVE_CHIP_PROF_WORDS;
 
 struct clayer {
     const __half *w_hh, *w_ih, *x;
@@ -438,6 +441,10 @@ struct cprm {
     clayer L[CU_WAVE_MAX_LAYERS];
     int n, nb, H, hp, g4, chunk, part_floats;
     int stage;     /* h of every layer copied into shared memory (cp.async) before the products */
+    int early;     /* the next step's schedule by an idle warp during the cells (CU_WAVE_CHIP_EARLY_SCHED) */
+    int split;     /* each chunk projection pass as soon as its slots and inputs allow (CU_WAVE_CHIP_SPLIT_PROJ) */
+    unsigned *prof; /* lab: CH_PROF_WORDS per (block, wavefront step < prof_steps), thread 0's clocks; 0: off */
+    int prof_steps;
     unsigned *ctl; /* [0] arrivals, [LINE] blocks done */
     __half *hb;    /* layer l: [2][nb][hp] at hb + l * 2 * nb * hp */
     __half *xin;   /* block k: [n][chunk][nb][32] at xin + k * n * chunk * nb * 32 */
@@ -449,7 +456,10 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
-template <bool HARD, int NR>
+/* HM: how the products get h: 0 straight from L2 into fragments, layer after layer; 1 (HOIST) every layer's loads
+ * into registers before the first product; 2 (WSTAGE, one row) each warp's K slice of every layer in one round into
+ * its shared buffer */
+template <bool HARD, int NR, int HM>
 __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_constant__ cprm P)
 {
     constexpr int KS = CH_KS, WARPS = CH_WARPS;
@@ -457,8 +467,8 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
     const int n = P.n, nb = P.nb, H = P.H, hp = P.hp, C = P.chunk;
     uint4 *const wsm = (uint4 *)csm;                                  /* [n - NR][WARPS][2][KS][32] */
     float *const part = (float *)(csm + (size_t)(n - NR) * CH_WBYTES); /* steps: [n][WARPS][nb][RS]; projections: [WARPS][PCOLS][RS] */
-    __half *const hs = (__half *)(part + P.part_floats);                /* stage: [n][nb][hp] */
-    int *const slen = (int *)(hs + (P.stage ? (size_t)n * nb * hp : 0)); /* [n][nb], then trun [n] */
+    __half *const hs = (__half *)(part + P.part_floats);                /* stage: [n][nb][hp]; wstage: [WARPS][n][nb][64] */
+    int *const slen = (int *)(hs + (P.stage ? (size_t)n * nb * hp : HM == 2 ? (size_t)WARPS * n * 64 : 0)); /* [n][nb], then trun [n] */
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const unsigned nblk = gridDim.x;
     const int j0 = (int)blockIdx.x * U;
@@ -498,18 +508,42 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
      * step at the current wavefront step (-1: none), spj[l] = the step whose chunk projection is due in the
      * shadow of this step's barrier (its chunk starts at the next wavefront step; -1: none); two copies by
      * the step's parity, so the next step's can be written while this step's projections read theirs */
-    int *const sst = trun + n, *const spj = sst + 2 * n; /* [2][n] each */
+    int *const sst = trun + n, *const spj = sst + 2 * n, *const spq = spj + 2 * n; /* [2][n] each */
     auto step_div = [&](int l, int wv) {
         const int d = wv - P.L[l].off;
         if (d < 0 || d % P.L[l].R) return -1;
         const int t = d / P.L[l].R;
         return t < trun[l] ? t : -1;
     };
+    /* early: the schedule of step wv + 1 by the last warp while the cell warps work (it multiplies only);
+     * otherwise by warp 1 after its cell */
+    const bool early = P.early && n * nb < WARPS;
+    const int sw = early ? WARPS - 1 : 1;
+    /* spq: the projection passes [qb, qe) of chunk spj (qb | qe << 16). Whole chunks: every pass on the step
+     * before the chunk starts. split: pass q (columns 8q .. 8q + 7 of the next chunk, ending at its local step
+     * e_q) right after the layer's step e_q of the chunk before (its ring slots are read by then; the host's
+     * layer offsets make its inputs complete by then), so no step carries more than ceil(nb / 8) + 1 passes
+     * of a layer; chunk 0 whole, on the step before the layer starts */
     auto schedule = [&](int wv) {
-        if (w == 1 && lane < n) {
-            sst[(wv & 1) * n + lane] = step_div(lane, wv);
-            const int t1 = step_div(lane, wv + 1);
-            spj[(wv & 1) * n + lane] = lane > 0 && t1 >= 0 && t1 % C == 0 ? t1 : -1;
+        if (w == sw && lane < n) {
+            const int t = step_div(lane, wv), t1 = step_div(lane, wv + 1);
+            sst[(wv & 1) * n + lane] = t;
+            int t0 = -1, qb = 0, qe = 0x7fff;
+            if (lane > 0 && t1 >= 0 && (t1 == 0 || (!P.split && t1 % C == 0))) t0 = t1;
+            else if (lane > 0 && P.split && t >= 0) {
+                const int t0c = t / C * C, t0n = t0c + C;
+                if (t0n < trun[lane]) {
+                    const int cs = trun[lane] - t0n < C ? trun[lane] - t0n : C, ncols = cs * nb;
+                    const int np = (ncols + CH_PCOLS - 1) / CH_PCOLS, d = t - t0c;
+                    qb = d * nb / CH_PCOLS;
+                    qe = (d + 1) * nb / CH_PCOLS;
+                    qe = qe < np - 1 ? qe : np - 1;
+                    if ((ncols - 1) / nb == d) qe = np;
+                    if (qb < qe) t0 = t0n;
+                }
+            }
+            spj[(wv & 1) * n + lane] = t0;
+            spq[(wv & 1) * n + lane] = qb | qe << 16;
         }
     };
     schedule(0);
@@ -525,22 +559,27 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
     const int clen = cw ? slen[cl * nb + cb] : 0;
     float c = 0.0f;
     const size_t hbs = (size_t)nb * hp;
+    uint4 *const hw = (uint4 *)hs + (size_t)w * n * 8; /* HM 2: this warp's [n][8] pieces of 16 bytes (one row) */
     __half *const xin = P.xin + (size_t)blockIdx.x * n * C * nb * 32;
 
     /* input projections of the chunks that start at wavefront step ws (layers >= 1) */
-    auto project = [&](int ws) { /* ws = wv + 1: the chunk starts were scheduled with step wv */
+    auto project = [&](int ws) { /* ws = wv + 1: the chunk starts were scheduled with step wv; returns the passes */
+        int passes = 0;
         for (int l = 1; l < n; l++) {
             const clayer &L = P.L[l], &Lp = P.L[l - 1];
-            const int t0 = spj[((ws - 1) & 1) * n + l]; /* the chunk starting at wavefront step ws, if any */
+            const int t0 = spj[((ws - 1) & 1) * n + l]; /* the chunk whose passes are due, if any */
             if (t0 < 0) continue;
-            const int cs = trun[l] - t0 < C ? trun[l] - t0 : C, ncols = cs * nb, s = L.s, in_w = L.in_w;
+            const int qq = spq[((ws - 1) & 1) * n + l], qb = qq & 0xffff, qe = qq >> 16;
+            const int cs = trun[l] - t0 < C ? trun[l] - t0 : C, s = L.s, in_w = L.in_w;
+            const int ncols = cs * nb < qe * CH_PCOLS ? cs * nb : qe * CH_PCOLS; /* columns < ncols of this call */
             int wro[4]; /* this lane's W_ih rows: R = 16 (r / 2) + 8 (r % 2) + g, -1 past H */
 #pragma unroll
             for (int r = 0; r < 4; r++) {
                 const int R = (r >> 1) * 16 + (r & 1) * 8 + g, jj = j0 + (R & 7);
                 wro[r] = jj < H ? ((R >> 3) * H + jj) : -1;
             }
-            for (int c0 = 0; c0 < ncols; c0 += CH_PCOLS) {
+            for (int c0 = qb * CH_PCOLS; c0 < ncols; c0 += CH_PCOLS) {
+                passes++;
                 const int col = c0 + g;
                 const bool cv = col < ncols;
                 const int tt = t0 + (cv ? col / nb : 0), b = cv ? col % nb : 0;
@@ -586,9 +625,22 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
                 __syncthreads();
             }
         }
+        return passes;
+    };
+
+    /* lab profile: thread 0's clock at the phases of each step (CH_PROF_WORDS words per step) */
+    auto stamp = [&](int wv, int i, unsigned v) { /* the address from the kernel parameters: no register held */
+        if (P.prof && tid == 0 && wv < P.prof_steps) P.prof[((size_t)blockIdx.x * P.prof_steps + wv) * CH_PROF_WORDS + i] = v;
+    };
+    auto clk = []() { return (unsigned)clock64(); };
+    auto gtime = []() {
+        unsigned long long g;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        return (unsigned)g;
     };
 
     for (int wv = 0; wv < W; wv++) {
+        stamp(wv, 0, clk());
         /* the cell's input projection, early (its latency under the products) */
         const int ct = cw ? step_of(cl, wv) : -1;
         float xv = 0.0f;
@@ -611,21 +663,38 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
             asm volatile("cp.async.wait_all;\n" ::: "memory");
             __syncthreads();
         }
+        if constexpr (HM == 2) { /* one round of L2 loads for every layer's h (row 0), each warp its own K slice */
+            uint4 hv[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int i = lane + 32 * r, l = i >> 3, k = 8 * (w * 2 * KS + (i & 7));
+                hv[r] = make_uint4(0, 0, 0, 0);
+                const int t = l < n ? step_of(l, wv) : 0;
+                if (t > 0 && t < slen[l * nb] && k < H)
+                    hv[r] = __ldcg((const uint4 *)(P.hb + ((size_t)l * 2 + ((t - 1) & 1)) * hbs + k));
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                if (lane + 32 * r < n * 8) hw[lane + 32 * r] = hv[r];
+            __syncwarp();
+        }
         /* the recurrent products: every layer's step of this wavefront step (register layers unrolled so
-         * their fragments stay in registers; shared-memory layers in a plain loop) */
-        auto product = [&](int l, auto afrag) {
+         * their fragments stay in registers; shared-memory layers in a plain loop, or every layer unrolled
+         * with HOIST: then every layer's h loads are issued before the first product, one L2 round trip per
+         * step instead of one per layer) */
+        auto load_b = [&](int l, uint32_t(&Bf)[KS][2]) { /* whether layer l multiplies this step */
             const int t = step_of(l, wv);
-            if (t <= 0) return; /* no step, or the first (h = 0) */
-            uint32_t Bf[KS][2];
+            const bool live = t > 0; /* a step, and not the first (h = 0) */
             const __half *src = P.hb + ((size_t)l * 2 + ((t - 1) & 1)) * hbs;
-            const bool rv = g < nb && t < slen[l * nb + (g < nb ? g : 0)];
+            const bool rv = live && g < nb && t < slen[l * nb + (g < nb ? g : 0)];
 #pragma unroll
             for (int v = 0; v < KS / 2; v++) {
                 const int k = kch(v);
                 uint4 d = make_uint4(0, 0, 0, 0);
                 if (rv && k < H)
-                    d = P.stage ? *(const uint4 *)(hs + ((size_t)l * nb + g) * hp + k)
-                                : __ldcg((const uint4 *)(src + (size_t)g * hp + k));
+                    d = HM == 2    ? hw[l * 8 + 4 * v + q]
+                        : P.stage ? *(const uint4 *)(hs + ((size_t)l * nb + g) * hp + k)
+                                  : __ldcg((const uint4 *)(src + (size_t)g * hp + k));
                 if (k + 8 > H) {
                     d.x = mask2(d.x, k, H), d.y = mask2(d.y, k + 2, H);
                     d.z = mask2(d.z, k + 4, H), d.w = mask2(d.w, k + 6, H);
@@ -633,6 +702,9 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
                 Bf[2 * v][0] = d.x, Bf[2 * v][1] = d.y;
                 Bf[2 * v + 1][0] = d.z, Bf[2 * v + 1][1] = d.w;
             }
+            return live;
+        };
+        auto mma_store = [&](int l, const uint32_t(&Bf)[KS][2], auto afrag) {
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
                 float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -647,19 +719,45 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
                 if (2 * q + 1 < nb) p[RS] = acc[1], p[RS + 8] = acc[3];
             }
         };
-#pragma unroll
-        for (int l = 0; l < NR; l++)
-            if (l < n)
-                product(l, [&](int mt, int s, uint32_t(&a)[4]) {
-                    a[0] = A[l][mt][s][0], a[1] = A[l][mt][s][1], a[2] = A[l][mt][s][2], a[3] = A[l][mt][s][3];
-                });
-#pragma unroll 1
-        for (int l = NR; l < n; l++)
-            product(l, [&](int mt, int s, uint32_t(&a)[4]) {
+        auto smem_frag = [&](int l) {
+            return [&, l](int mt, int s, uint32_t(&a)[4]) {
                 const uint4 f = wsm[((((l - NR) * WARPS + w) * 2 + mt) * KS + s) * 32 + lane];
                 a[0] = f.x, a[1] = f.y, a[2] = f.z, a[3] = f.w;
-            });
+            };
+        };
+        if constexpr (HM == 1) {
+            uint32_t Bh[CU_WAVE_MAX_LAYERS][KS][2];
+            bool on[CU_WAVE_MAX_LAYERS];
+#pragma unroll
+            for (int l = 0; l < CU_WAVE_MAX_LAYERS; l++) on[l] = l < n && load_b(l, Bh[l]);
+#pragma unroll
+            for (int l = 0; l < NR; l++)
+                if (on[l])
+                    mma_store(l, Bh[l], [&](int mt, int s, uint32_t(&a)[4]) {
+                        a[0] = A[l][mt][s][0], a[1] = A[l][mt][s][1], a[2] = A[l][mt][s][2], a[3] = A[l][mt][s][3];
+                    });
+#pragma unroll
+            for (int l = NR; l < CU_WAVE_MAX_LAYERS; l++)
+                if (on[l]) mma_store(l, Bh[l], smem_frag(l));
+        } else {
+#pragma unroll
+            for (int l = 0; l < NR; l++) {
+                uint32_t Bf[KS][2];
+                if (l < n && load_b(l, Bf))
+                    mma_store(l, Bf, [&](int mt, int s, uint32_t(&a)[4]) {
+                        a[0] = A[l][mt][s][0], a[1] = A[l][mt][s][1], a[2] = A[l][mt][s][2], a[3] = A[l][mt][s][3];
+                    });
+            }
+#pragma unroll 1
+            for (int l = NR; l < n; l++) {
+                uint32_t Bf[KS][2];
+                if (load_b(l, Bf)) mma_store(l, Bf, smem_frag(l));
+            }
+        }
+        stamp(wv, 1, clk());
         __syncthreads();
+        stamp(wv, 2, clk());
+        if (early && w == sw) schedule(wv + 1); /* an idle warp, beside the cells */
         if (ct >= 0 && ct < clen) {
             float v = __fadd_rn(xv, bias_r);
             if (ct > 0) {
@@ -682,12 +780,18 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
                 P.L[cl].y[cb * P.L[cl].ldy_b + (size_t)ct * hp + j] = hh;
             }
         }
-        schedule(wv + 1); /* the other parity's copy: nothing reads it until the next step */
+        if (!early) schedule(wv + 1); /* the other parity's copy: nothing reads it until the next step */
         if (wv + 1 < W) {
             __syncthreads();
+            stamp(wv, 3, clk());
+            stamp(wv, 6, gtime());
             if (tid == 0) red_release_add(P.ctl, 1u);
-            project(wv + 1); /* its inputs were complete at the barrier before this step */
+            const int np = project(wv + 1); /* its inputs were complete at the barrier before this step */
+            stamp(wv, 4, clk());
+            stamp(wv, 8, (unsigned)np);
             if (tid == 0) spin_until(P.ctl, nblk * (unsigned)(wv + 1), 0, 1u << 27);
+            stamp(wv, 5, clk());
+            stamp(wv, 7, gtime());
             __syncthreads();
         }
     }
@@ -704,10 +808,15 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
 }
 
 typedef void (*ckern_t)(cprm);
-ckern_t chip_kernel(bool hard, int nr)
+template <bool HARD, int NR>
+ckern_t chip_kernel_hm(int hm)
 {
-    return hard ? (nr == 1 ? k_wave_chip<true, 1> : k_wave_chip<true, 2>)
-                : (nr == 1 ? k_wave_chip<false, 1> : k_wave_chip<false, 2>);
+    return hm == 1 ? k_wave_chip<HARD, NR, 1> : hm == 2 ? k_wave_chip<HARD, NR, 2> : k_wave_chip<HARD, NR, 0>;
+}
+ckern_t chip_kernel(bool hard, int nr, int hm)
+{
+    return hard ? (nr == 1 ? chip_kernel_hm<true, 1>(hm) : chip_kernel_hm<true, 2>(hm))
+                : (nr == 1 ? chip_kernel_hm<false, 1>(hm) : chip_kernel_hm<false, 2>(hm));
 }
 int chip_nr(int n) { return n < CH_NR ? n : CH_NR; }
 int chip_part_floats(int n, int nb)
@@ -715,10 +824,11 @@ int chip_part_floats(int n, int nb)
     int a = n * CH_WARPS * nb * RS, b = CH_WARPS * CH_PCOLS * RS;
     return a > b ? a : b;
 }
-size_t chip_smem(int n, int nb, int hp, int stage)
+size_t chip_smem(int n, int nb, int hp, int stage, int wstage = 0)
 {
-    return (size_t)(n - chip_nr(n)) * CH_WBYTES + (size_t)chip_part_floats(n, nb) * 4 + (stage ? (size_t)n * nb * hp * 2 : 0) +
-           (size_t)n * (nb + 5) * 4;
+    return (size_t)(n - chip_nr(n)) * CH_WBYTES + (size_t)chip_part_floats(n, nb) * 4 +
+           (stage ? (size_t)n * nb * hp * 2 : wstage ? (size_t)CH_WARPS * n * nb * 128 : 0) +
+           (size_t)n * (nb + 7) * 4;
 }
 
 } // namespace
@@ -736,7 +846,7 @@ int cu_wave_chip_fits(int n, int H, int nb)
     }
     size_t smem = chip_smem(n, nb, 8, 0);
     if (smem > (size_t)optin) return 0;
-    ckern_t k = chip_kernel(false, chip_nr(n));
+    ckern_t k = chip_kernel(false, chip_nr(n), 0);
     int per_sm = 0;
     if (cu_allow_max_smem((const void *)k) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CH_THREADS, smem) != cudaSuccess) {
@@ -752,9 +862,25 @@ size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk)
     return 256 + (size_t)n * 2 * nb * hp * 2 + (size_t)cu_div_up(H, U) * n * chunk * nb * 32 * 2 + 16;
 }
 
+int cu_wave_chip_opt_default(void)
+{
+    const char *e = getenv("RNNT_CUDA_WAVE_CHIP_OPT");
+    return e && *e ? (int)strtol(e, NULL, 0) & CU_WAVE_CHIP_OPT_ALL : CU_WAVE_CHIP_OPT_DEFAULT;
+}
+
 rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
                               int stagger, int stage, void *scratch, size_t scratch_bytes, char *err, size_t errlen)
 {
+    cu_wave_chip_opts o;
+    memset(&o, 0, sizeof o);
+    o.chunk = chunk, o.stagger = stagger, o.stage = stage, o.opt = cu_wave_chip_opt_default();
+    return cu_lstm_wave_chip_ex(stream, act, nb, n, layers, &o, scratch, scratch_bytes, err, errlen);
+}
+
+rnnt_status cu_lstm_wave_chip_ex(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers,
+                                 const cu_wave_chip_opts *o, void *scratch, size_t scratch_bytes, char *err, size_t errlen)
+{
+    int chunk = o->chunk, stagger = o->stagger, stage = o->stage;
     if (nb <= 0 || n <= 0) return RNNT_OK;
     const int H = layers[0].H, hp = layers[0].hp;
     const int C = chunk > 0 ? chunk : CU_WAVE_CHUNK_DEFAULT;
@@ -778,8 +904,11 @@ rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, in
     CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev0));
     /* staging measured slower (lab run 1: B = 1 3.55 vs 2.91 ms): only when asked for (1) */
     stage = stage == 1 && chip_smem(n, nb, hp, 1) <= (size_t)optin;
-    const size_t smem = chip_smem(n, nb, hp, stage);
-    ckern_t kern = chip_kernel(act == RNNT_ACT_HARD, nr);
+    /* wstage at one row, where the per-warp buffers fit (5 layers of 1024: 10 KB beside 203 KB) */
+    const int wstage = !stage && nb == 1 && (o->opt & CU_WAVE_CHIP_WSTAGE) && chip_smem(n, nb, hp, 0, 1) <= (size_t)optin;
+    const size_t smem = chip_smem(n, nb, hp, stage, wstage);
+    const int hm = wstage ? 2 : o->opt & CU_WAVE_CHIP_HOIST ? 1 : 0;
+    ckern_t kern = chip_kernel(act == RNNT_ACT_HARD, nr, hm);
     CU_TRY(cu_allow_max_smem((const void *)kern));
     int per_sm = 0, dev, sms = 0;
     CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, CH_THREADS, smem));
@@ -793,7 +922,9 @@ rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, in
     for (int l = 0; l < n; l++) {
         const cu_wave_layer *L = &layers[l];
         const int s = l > 0 ? L->stack_in : 1;
-        if (l > 0) off += (C * s - 1) * R + 2 + stagger; /* chunk 0's inputs done two steps before it starts */
+        /* chunk 0's inputs done two steps before it starts; split passes need stagger >= R_l - 1 (NOTES) */
+        const int st = o->opt & CU_WAVE_CHIP_SPLIT_PROJ && stagger < R * s - 1 ? R * s - 1 : stagger;
+        if (l > 0) off += (C * s - 1) * R + 2 + st;
         R *= s;
         P.L[l].w_hh = L->w_hh, P.L[l].w_ih = L->w_ih, P.L[l].x = L->x, P.L[l].bias = L->bias, P.L[l].len = L->len;
         P.L[l].y = L->y, P.L[l].ldx_b = L->ldx_b, P.L[l].ldy_b = L->ldy_b, P.L[l].T = L->T, P.L[l].in_w = L->in_w;
@@ -803,6 +934,10 @@ rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, in
     }
     P.n = n, P.nb = nb, P.H = H, P.hp = hp, P.g4 = layers[0].g4, P.chunk = C, P.part_floats = chip_part_floats(n, nb);
     P.stage = stage;
+    P.early = (o->opt & CU_WAVE_CHIP_EARLY_SCHED) != 0;
+    P.split = (o->opt & CU_WAVE_CHIP_SPLIT_PROJ) != 0;
+    P.prof = o->prof;
+    P.prof_steps = o->prof ? o->prof_steps : 0;
     P.ctl = (unsigned *)scratch;
     P.hb = (__half *)((char *)scratch + 256);
     P.xin = P.hb + (size_t)n * 2 * nb * hp;
