@@ -81,7 +81,10 @@ size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk);
 #define CU_WAVE_CHIP_SPLIT_PROJ 2
 #define CU_WAVE_CHIP_HOIST 4
 #define CU_WAVE_CHIP_WSTAGE 8
-#define CU_WAVE_CHIP_OPT_ALL 15
+#define CU_WAVE_CHIP_WIDE_PASS 16 /* projection passes of 16 columns (two n-tiles per W_ih fragment: half the L2 bytes) */
+#define CU_WAVE_CHIP_OPT_ALL 31
+/* the chip kernel's chunk when cu_lstm_wave_chip is given 0 (RNNT_CUDA_WAVE_CHIP_CHUNK=C overrides it) */
+#define CU_WAVE_CHIP_CHUNK_DEFAULT 16
 /* what cu_lstm_wave_chip uses; RNNT_CUDA_WAVE_CHIP_OPT=bits overrides it (bench_encoder) */
 #define CU_WAVE_CHIP_OPT_DEFAULT 0
 #define CU_WAVE_CHIP_PROF_WORDS 10

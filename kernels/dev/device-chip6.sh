@@ -6,8 +6,11 @@
 # GPU kernel tests (quick) and test_encoder_chip under every option set, ncu source counters on the chip kernel,
 # memcheck on the new variants' checks. At most 8 files come back: tests.log lab.log prof.log bench.log ncu.log
 # src7.csv src_best.csv raw.csv.
-#   BUDGET_S=330 OPT=11 BEST=17 bash .gpu/enc6/device-chip6.sh [STEPS]
-#   STEPS: comma list of env,lab,prof,encoder,tests,ncu,memcheck (default all)
+#   BUDGET_S=330 OPT=11 BEST=17 bash .gpu/enc6/device-chip6.sh [STEPS]                         (run 1)
+#   BUDGET_S=300 BEST=19 PROF="7:1 19:1 20:1 7:3 19:3" ENC_OPTS="27:16 27:8 11:8" TEST_OPTS="16 27" \
+#     LAB_VARIANTS=1,7,12,15,17,18,19,20,21 bash .gpu/enc6/device-chip6.sh env,lab,prof,encoder2,tests,memcheck,racecheck   (run 2)
+#   STEPS: comma list of env,lab,prof,encoder,encoder2,tests,ncu,memcheck,racecheck (default: run 1's)
+# encoder2: bench_encoder --batches 1,2,3 with the build's defaults, then once per OPT:CHUNK of ENC_OPTS
 set -u
 steps=${1:-env,lab,prof,encoder,tests,ncu,memcheck}
 H=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +27,7 @@ if has lab; then
   grep -E "FAIL|checks:|^\|" "$OUT/lab.log" | grep -v "does not apply" | sed -E 's/all layers, W_hh on chip/chip/; s/layer by layer \(GEMM \+ persistent\)/by layer/' | cut -c1-160 | head -60
 fi
 if has prof; then
-  for vb in 7:1 11:1 14:1 15:1 $BEST:1 7:3 $BEST:3; do
+  for vb in ${PROF:-7:1 11:1 14:1 15:1 $BEST:1 7:3 $BEST:3}; do
     v=${vb%:*} b=${vb#*:}
     { log "profile variant $v B=$b"; LAB_PROF=1 timeout $(tmo 30) $B/lab_lstm_wave $v $b 300; echo "exit $?"; } >> "$OUT/prof.log" 2>&1
   done
@@ -36,9 +39,18 @@ if has encoder; then
   } > "$OUT/bench.log" 2>&1
   grep -E "^== |^device|^\| 5 x|wavefront|exit" "$OUT/bench.log" | cut -c1-300
 fi
+if has encoder2; then
+  { log "bench_encoder defaults"; RNNT_CUDA_WAVE_CHIP=1 timeout $(tmo 60) $B/bench_encoder --fast --reps 10 --batches 1,2,3; echo "exit $?"
+    for oc in ${ENC_OPTS:-27:16}; do
+      log "bench_encoder RNNT_CUDA_WAVE_CHIP_OPT=${oc%:*} RNNT_CUDA_WAVE_CHIP_CHUNK=${oc#*:}"
+      RNNT_CUDA_WAVE_CHIP_OPT=${oc%:*} RNNT_CUDA_WAVE_CHIP_CHUNK=${oc#*:} RNNT_CUDA_WAVE_CHIP=1 timeout $(tmo 60) $B/bench_encoder --fast --reps 10 --batches 1,2,3; echo "exit $?"
+    done
+  } > "$OUT/bench.log" 2>&1
+  grep -E "^== |^\| 5 x|exit" "$OUT/bench.log" | grep -v "(16) \|" | cut -c1-250
+fi
 if has tests; then
   { log "test_cuda_kernels quick"; RNNT_TEST_QUICK=1 timeout $(tmo 120) $B/test_cuda_kernels; echo "exit $?"
-    for o in 1 2 4 8 7 11; do
+    for o in ${TEST_OPTS:-1 2 4 8 7 11}; do
       log "test_encoder_chip RNNT_CUDA_WAVE_CHIP_OPT=$o"; RNNT_CUDA_WAVE_CHIP_OPT=$o RNNT_TEST_ONLY='test_encoder_chip' timeout $(tmo 40) $B/test_cuda_kernels; echo "exit $?"
     done; } >> "$T" 2>&1
   grep -E "^== |exit |PASSED|FAILED|on chip|\[  FAILED|ERROR" "$T" | cut -c1-200 | head -40
@@ -56,7 +68,11 @@ if has ncu && command -v ncu >/dev/null; then
   grep -E "^== |Duration|SM Frequency|Throughput|Warp Cycles|Issued Warp|No Eligible|exit" "$OUT/ncu.log" | cut -c1-150 | head -40
 fi
 if has memcheck; then
-  { log "memcheck lab checks 16,17"; LAB_VARIANTS=16,17 LAB_CHECK_ONLY=1 timeout $(tmo 120) compute-sanitizer --tool memcheck --error-exitcode 9 $B/lab_lstm_wave 2>&1 | grep -vE "^check " | tail -4; echo "exit ${PIPESTATUS[0]}"; } >> "$T" 2>&1
+  { log "memcheck lab checks ${MEM_VARIANTS:-16,17}"; LAB_VARIANTS=${MEM_VARIANTS:-16,17} LAB_CHECK_ONLY=1 timeout $(tmo 120) compute-sanitizer --tool memcheck --error-exitcode 9 $B/lab_lstm_wave 2>&1 | grep -vE "^check " | tail -4; echo "exit ${PIPESTATUS[0]}"; } >> "$T" 2>&1
   grep -E "memcheck|ERROR SUMMARY|checks:|exit" "$T" | tail -4
+fi
+if has racecheck; then
+  { log "racecheck lab checks ${RACE_VARIANTS:-19,20}"; LAB_VARIANTS=${RACE_VARIANTS:-19,20} LAB_CHECK_ONLY=1 timeout $(tmo 120) compute-sanitizer --tool racecheck --error-exitcode 9 $B/lab_lstm_wave 2>&1 | grep -vE "^check " | head -30; echo "exit ${PIPESTATUS[0]}"; } >> "$T" 2>&1
+  grep -E "racecheck|RACECHECK SUMMARY|Race|checks:|exit" "$T" | tail -5
 fi
 log done

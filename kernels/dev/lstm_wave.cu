@@ -21,6 +21,8 @@
  *  15  as 7, each warp loads its K slice of every layer's h in one round into its own shared buffer, B = 1 only
  *      (CU_WAVE_CHIP_WSTAGE; elsewhere it runs as 7)
  *  16  12 + 13 + 14;  17  12 + 13 + 15;  18  as 17, chunks of 8
+ *  19  as 17 with projection passes of 16 columns (CU_WAVE_CHIP_WIDE_PASS: each W_ih fragment serves two n-tiles,
+ *      half the W_ih bytes from L2); 20  as 19, chunks of 8;  21  as 7 with 16-column passes alone
  *
  *   LAB_PROF=1 lab_lstm_wave V B [T]   (V >= 7) also runs V once with thread 0's clock at each phase of each
  *                                  wavefront step in every block, and prints where a step's time goes
@@ -250,13 +252,14 @@ static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stag
                             err, errlen));
 }
 static bool is_chip(int v) { return v >= 7; }
-static int chip_chunk(int v) { return v == 8 || v == 18 ? 8 : v == 9 ? 32 : 16; }
+static int chip_chunk(int v) { return v == 8 || v == 18 || v == 20 ? 8 : v == 9 ? 32 : 16; }
 static int chip_stagger(int v) { return v == 10 ? 0 : -1; }
 static int chip_opt(int v)
 {
     const int es = CU_WAVE_CHIP_EARLY_SCHED | CU_WAVE_CHIP_SPLIT_PROJ;
     return v == 12 ? CU_WAVE_CHIP_EARLY_SCHED : v == 13 ? CU_WAVE_CHIP_SPLIT_PROJ : v == 14 ? CU_WAVE_CHIP_HOIST
-         : v == 15 ? CU_WAVE_CHIP_WSTAGE : v == 16 ? es | CU_WAVE_CHIP_HOIST : v >= 17 ? es | CU_WAVE_CHIP_WSTAGE : 0;
+         : v == 15 ? CU_WAVE_CHIP_WSTAGE : v == 16 ? es | CU_WAVE_CHIP_HOIST : v == 17 || v == 18 ? es | CU_WAVE_CHIP_WSTAGE
+         : v == 19 || v == 20 ? es | CU_WAVE_CHIP_WSTAGE | CU_WAVE_CHIP_WIDE_PASS : v == 21 ? CU_WAVE_CHIP_WIDE_PASS : 0;
 }
 
 static int group_of(int v) { return v == 5 ? 99 : v == 6 ? 3 : 2; }
@@ -331,8 +334,11 @@ static const char *names[] = {"",
                               "chip C 16, h per warp in one round (shared)",
                               "chip C 16, early + split + hoisted",
                               "chip C 16, early + split + per-warp h",
-                              "chip C 8, early + split + per-warp h"};
-static const int NV = 18;
+                              "chip C 8, early + split + per-warp h",
+                              "chip C 16, early + split + per-warp h + 16-column passes",
+                              "chip C 8, early + split + per-warp h + 16-column passes",
+                              "chip C 16, 16-column passes"};
+static const int NV = 21;
 /* LAB_VARIANTS=1,7,8 runs only those (the checks and the bench) */
 static bool wanted(int v)
 {
@@ -381,30 +387,32 @@ static void profile(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
         return;
     }
     /* clock rate from block 0: cycles and ns between the first and the last arrival */
-    double ghz = (double)(unsigned)(R(0, W - 2, 3) - R(0, 0, 3)) / (double)(unsigned)(R(0, W - 2, 6) - R(0, 0, 6));
-    enum { PROD, WAITP, CELL, PROJ, SPIN, TAIL, TOT, SKEW, REL, RELMEAN, SPINMIN, NF };
+    double ghz = (double)(unsigned)(R(0, W - 2, 9) - R(0, 0, 9)) / (double)(unsigned)(R(0, W - 2, 6) - R(0, 0, 6));
+    enum { PROD, WAITP, CELL, FENCE, PROJ, SPIN, TAIL, TOT, SKEW, REL, RELMEAN, SPINMIN, NF };
     const char *fn[NF] = {"warp 0 products", "wait for the other warps' products", "cells + schedule + block barrier",
-                          "projections (shadow)", "spin", "after the spin to the next top", "step (top to top)",
+                          "arrival (red.release: its fence waits for the block's stores)", "projections (shadow)", "spin",
+                          "after the spin to the next top", "step (top to top)",
                           "arrival skew (last - first, ns)", "release (first exit - last arrival, ns)",
                           "mean exit - last arrival (ns)", "min spin over blocks (cycles)"};
     double sum[2][NF] = {{0}}, cnt[2] = {0, 0};
     std::vector<double> tot;
     for (int st = 0; st + 1 < W - 1; st++) {
         double f[NF] = {0};
-        unsigned amin = 0xffffffffu, amax = 0, emin = 0xffffffffu;
+        long long amin = 1LL << 62, amax = -(1LL << 62), emin = 1LL << 62; /* ns after block 0's first arrival */
         double emean = 0, smin = 1e30;
         for (int b = 0; b < nblk; b++) {
             unsigned c0 = R(b, st, 0), c1 = R(b, st, 1), c2 = R(b, st, 2), c3 = R(b, st, 3), c4 = R(b, st, 4), c5 = R(b, st, 5);
-            unsigned n0 = R(b, st + 1, 0);
-            f[PROD] += c1 - c0, f[WAITP] += c2 - c1, f[CELL] += c3 - c2, f[PROJ] += c4 - c3, f[SPIN] += c5 - c4;
+            unsigned n0 = R(b, st + 1, 0), c9 = R(b, st, 9);
+            f[PROD] += c1 - c0, f[WAITP] += c2 - c1, f[CELL] += c3 - c2, f[FENCE] += c9 - c3, f[PROJ] += c4 - c9;
+            f[SPIN] += c5 - c4;
             f[TAIL] += n0 - c5, f[TOT] += n0 - c0;
             smin = fmin(smin, (double)(c5 - c4));
-            unsigned ga = R(b, st, 6) - R(0, 0, 6), ge = R(b, st, 7) - R(0, 0, 6);
+            long long ga = (int)(R(b, st, 6) - R(0, 0, 6)), ge = (int)(R(b, st, 7) - R(0, 0, 6));
             amin = std::min(amin, ga), amax = std::max(amax, ga), emin = std::min(emin, ge);
             emean += ge;
         }
         for (int i = 0; i <= TOT; i++) f[i] /= nblk;
-        f[SKEW] = amax - amin, f[REL] = (double)emin - amax, f[RELMEAN] = emean / nblk - amax, f[SPINMIN] = smin;
+        f[SKEW] = (double)(amax - amin), f[REL] = (double)(emin - amax), f[RELMEAN] = emean / nblk - (double)amax, f[SPINMIN] = smin;
         int k = R(0, st, 8) > 0;
         for (int i = 0; i < NF; i++) sum[k][i] += f[i];
         cnt[k]++;
