@@ -71,36 +71,7 @@ int cu_wave_chip_fits(int n, int H, int nb);
  * faster in the lab only (kernels/dev/NOTES.md, "All layers in flight") */
 #define CU_WAVE_CHIP_AUTO_MAX_B 1
 size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk);
-/* cu_lstm_wave_chip_ex's option bits (issue 16 §1, session 6; kernels/dev/NOTES.md, "The on-chip wavefront, session 6"):
- * EARLY_SCHED: the next step's schedule by an idle warp while the cells run (not after them);
- * SPLIT_PROJ: each chunk projection pass of 8 columns on the step after its ring slots were read (chunk 0 whole),
- * not all of a chunk on the step before it starts; HOIST: every layer's h loads issued before the first product (in
- * registers); WSTAGE: each warp loads its K slice of every layer's h in one round into its own shared-memory buffer
- * (where it fits: 5 layers of 1024 at 1 row), no block barrier. */
-#define CU_WAVE_CHIP_EARLY_SCHED 1
-#define CU_WAVE_CHIP_SPLIT_PROJ 2
-#define CU_WAVE_CHIP_HOIST 4
-#define CU_WAVE_CHIP_WSTAGE 8
-#define CU_WAVE_CHIP_WIDE_PASS 16 /* projection passes of 16 columns (two n-tiles per W_ih fragment: half the L2 bytes) */
-#define CU_WAVE_CHIP_OPT_ALL 31
-/* the chip kernel's chunk when cu_lstm_wave_chip is given 0 (RNNT_CUDA_WAVE_CHIP_CHUNK=C overrides it) */
-#define CU_WAVE_CHIP_CHUNK_DEFAULT 16
-/* what cu_lstm_wave_chip uses; RNNT_CUDA_WAVE_CHIP_OPT=bits overrides it (bench_encoder) */
-#define CU_WAVE_CHIP_OPT_DEFAULT 0
-#define CU_WAVE_CHIP_PROF_WORDS 10
-typedef struct {
-    int chunk, stagger, stage; /* as cu_lstm_wave_chip's */
-    int opt;                   /* CU_WAVE_CHIP_* bits */
-    unsigned *prof;            /* lab: CU_WAVE_CHIP_PROF_WORDS words per (block, wavefront step < prof_steps): thread 0's
-                                * clock at the step's top, after its products, after the block barrier, at its arrival,
-                                * after the projections, after the spin; globaltimer at arrival and after the spin; the
-                                * projection passes of the step. 0: off */
-    int prof_steps;
-} cu_wave_chip_opts;
-int cu_wave_chip_opt_default(void);
 rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
                               int stagger, int stage, void *scratch, size_t scratch_bytes, char *err, size_t errlen);
-rnnt_status cu_lstm_wave_chip_ex(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers,
-                                 const cu_wave_chip_opts *o, void *scratch, size_t scratch_bytes, char *err, size_t errlen);
 
 #endif

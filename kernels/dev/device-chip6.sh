@@ -41,7 +41,7 @@ if has encoder; then
 fi
 if has encoder2; then
   { log "bench_encoder defaults"; RNNT_CUDA_WAVE_CHIP=1 timeout $(tmo 60) $B/bench_encoder --fast --reps 10 --batches 1,2,3; echo "exit $?"
-    for oc in ${ENC_OPTS:-27:16}; do
+    for oc in ${ENC_OPTS-27:16}; do
       log "bench_encoder RNNT_CUDA_WAVE_CHIP_OPT=${oc%:*} RNNT_CUDA_WAVE_CHIP_CHUNK=${oc#*:}"
       RNNT_CUDA_WAVE_CHIP_OPT=${oc%:*} RNNT_CUDA_WAVE_CHIP_CHUNK=${oc#*:} RNNT_CUDA_WAVE_CHIP=1 timeout $(tmo 60) $B/bench_encoder --fast --reps 10 --batches 1,2,3; echo "exit $?"
     done

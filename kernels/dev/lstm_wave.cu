@@ -15,16 +15,18 @@
  *  10  as 7, chunks of 16, no stagger (every layer's chunk projection on the same wavefront step)
  *  11  as 7, every layer's h staged in shared memory by cp.async first where it fits (B = 1 at 5 x 1024);
  *      7-10 load h straight into fragments layer after layer (run 1: staging was slower)
- *  12  as 7, the next step's schedule by an idle warp beside the cells (CU_WAVE_CHIP_EARLY_SCHED)
- *  13  as 7, each projection pass on its own step, right after its ring slots were read (CU_WAVE_CHIP_SPLIT_PROJ)
- *  14  as 7, every layer's h loads issued before the first product, into registers (CU_WAVE_CHIP_HOIST)
+ *  12-22: kernels/dev/chip_lab.cu, the lab copy of 7's kernel with session 6's options (22: none of them)
+ *  12  as 7, the next step's schedule by an idle warp beside the cells (LAB_CHIP_EARLY_SCHED)
+ *  13  as 7, each projection pass on its own step, right after its ring slots were read (LAB_CHIP_SPLIT_PROJ)
+ *  14  as 7, every layer's h loads issued before the first product, into registers (LAB_CHIP_HOIST)
  *  15  as 7, each warp loads its K slice of every layer's h in one round into its own shared buffer, B = 1 only
- *      (CU_WAVE_CHIP_WSTAGE; elsewhere it runs as 7)
+ *      (LAB_CHIP_WSTAGE; elsewhere it runs as 7)
  *  16  12 + 13 + 14;  17  12 + 13 + 15;  18  as 17, chunks of 8
- *  19  as 17 with projection passes of 16 columns (CU_WAVE_CHIP_WIDE_PASS: each W_ih fragment serves two n-tiles,
+ *  19  as 17 with projection passes of 16 columns (LAB_CHIP_WIDE_PASS: each W_ih fragment serves two n-tiles,
  *      half the W_ih bytes from L2); 20  as 19, chunks of 8;  21  as 7 with 16-column passes alone
+ *  22  the lab copy with no option (7's code + this session's restructuring: the same work)
  *
- *   LAB_PROF=1 lab_lstm_wave V B [T]   (V >= 7) also runs V once with thread 0's clock at each phase of each
+ *   LAB_PROF=1 lab_lstm_wave V B [T]   (V >= 12) also runs V once with thread 0's clock at each phase of each
  *                                  wavefront step in every block, and prints where a step's time goes
  *
  *   lab_lstm_wave [variant]        check every variant (or one) against the CPU reference, then time
@@ -48,6 +50,7 @@
 #include "cu_persist.h"
 #include "cu_wave.h"
 
+#include "chip_lab.h"
 #include "lab_util.h"
 
 static uint64_t rs = 7;
@@ -235,7 +238,7 @@ static void group_wave(cudaStream_t s, stack *S, int l0, int n, int chunk)
 
 static unsigned *g_prof; /* LAB_PROF: the profile buffer of the next chip run */
 static int g_prof_steps;
-static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stage, int opt)
+static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stage, int opt, bool lab)
 {
     cu_wave_layer L[CU_WAVE_MAX_LAYERS];
     for (int l = 0; l < S->nl; l++) {
@@ -245,21 +248,26 @@ static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stag
         L[l].T = S->T[l], L[l].H = S->H, L[l].hp = S->hp, L[l].g4 = S->g4, L[l].in_w = S->in_w[l];
         L[l].stack_in = l > 0 ? S->s[l - 1] : 1;
     }
-    cu_wave_chip_opts o;
+    if (!lab) { /* the production kernel (cu_wave.cu) */
+        RK(cu_lstm_wave_chip(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, chunk, stagger, stage, S->cscratch,
+                             S->cscratch_bytes, err, errlen));
+        return;
+    }
+    lab_chip_opts o;
     memset(&o, 0, sizeof o);
     o.chunk = chunk, o.stagger = stagger, o.stage = stage, o.opt = opt, o.prof = g_prof, o.prof_steps = g_prof_steps;
-    RK(cu_lstm_wave_chip_ex(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, &o, S->cscratch, S->cscratch_bytes,
-                            err, errlen));
+    RK(lab_wave_chip_ex(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, &o, S->cscratch, S->cscratch_bytes, err,
+                        errlen));
 }
 static bool is_chip(int v) { return v >= 7; }
 static int chip_chunk(int v) { return v == 8 || v == 18 || v == 20 ? 8 : v == 9 ? 32 : 16; }
 static int chip_stagger(int v) { return v == 10 ? 0 : -1; }
 static int chip_opt(int v)
 {
-    const int es = CU_WAVE_CHIP_EARLY_SCHED | CU_WAVE_CHIP_SPLIT_PROJ;
-    return v == 12 ? CU_WAVE_CHIP_EARLY_SCHED : v == 13 ? CU_WAVE_CHIP_SPLIT_PROJ : v == 14 ? CU_WAVE_CHIP_HOIST
-         : v == 15 ? CU_WAVE_CHIP_WSTAGE : v == 16 ? es | CU_WAVE_CHIP_HOIST : v == 17 || v == 18 ? es | CU_WAVE_CHIP_WSTAGE
-         : v == 19 || v == 20 ? es | CU_WAVE_CHIP_WSTAGE | CU_WAVE_CHIP_WIDE_PASS : v == 21 ? CU_WAVE_CHIP_WIDE_PASS : 0;
+    const int es = LAB_CHIP_EARLY_SCHED | LAB_CHIP_SPLIT_PROJ;
+    return v == 12 ? LAB_CHIP_EARLY_SCHED : v == 13 ? LAB_CHIP_SPLIT_PROJ : v == 14 ? LAB_CHIP_HOIST
+         : v == 15 ? LAB_CHIP_WSTAGE : v == 16 ? es | LAB_CHIP_HOIST : v == 17 || v == 18 ? es | LAB_CHIP_WSTAGE
+         : v == 19 || v == 20 ? es | LAB_CHIP_WSTAGE | LAB_CHIP_WIDE_PASS : v == 21 ? LAB_CHIP_WIDE_PASS : 0;
 }
 
 static int group_of(int v) { return v == 5 ? 99 : v == 6 ? 3 : 2; }
@@ -281,7 +289,7 @@ static void run(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
     }
     if (is_chip(v)) {
         input_gemm(blas, S, 0);
-        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : 0, chip_opt(v));
+        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : 0, chip_opt(v), v >= 12);
         return;
     }
     int g = group_of(v) < S->nl ? group_of(v) : S->nl;
@@ -337,8 +345,9 @@ static const char *names[] = {"",
                               "chip C 8, early + split + per-warp h",
                               "chip C 16, early + split + per-warp h + 16-column passes",
                               "chip C 8, early + split + per-warp h + 16-column passes",
-                              "chip C 16, 16-column passes"};
-static const int NV = 21;
+                              "chip C 16, 16-column passes",
+                              "chip lab copy, no option"};
+static const int NV = 22;
 /* LAB_VARIANTS=1,7,8 runs only those (the checks and the bench) */
 static bool wanted(int v)
 {
@@ -361,7 +370,7 @@ static bool wanted(int v)
  * then over steps with and without projection passes. */
 static void profile(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
 {
-    const int nblk = (S->H + 7) / 8, steps = 1024, WD = CU_WAVE_CHIP_PROF_WORDS;
+    const int nblk = (S->H + 7) / 8, steps = 1024, WD = LAB_CHIP_PROF_WORDS;
     size_t words = (size_t)nblk * steps * WD;
     CK(cudaMalloc(&g_prof, words * 4));
     CK(cudaMemset(g_prof, 0xff, words * 4));
@@ -454,7 +463,7 @@ int main(int argc, char **argv)
         CK(cudaStreamSynchronize(s));
         CK(cudaGetLastError());
         printf("ran variant %d (%s) B=%d twice\n", only, names[only], S.B);
-        if (getenv("LAB_PROF") && is_chip(only)) profile(only, blas, s, &S);
+        if (getenv("LAB_PROF") && only >= 12) profile(only, blas, s, &S);
         return 0;
     }
 
