@@ -6,6 +6,8 @@
 # GPU kernel tests (quick) and test_encoder_chip under every option set, ncu source counters on the chip kernel,
 # memcheck on the new variants' checks. At most 8 files come back: tests.log lab.log prof.log bench.log ncu.log
 # src7.csv src_best.csv raw.csv.
+# Runs 1-2 (commits bf23c0e, fc04900) had the options in cu_wave.cu (RNNT_CUDA_WAVE_CHIP_OPT / _CHUNK); since a71a246
+# they live in the lab copy only (kernels/dev/chip_lab.cu), so the encoder steps measure the production kernel.
 #   BUDGET_S=330 OPT=11 BEST=17 bash .gpu/enc6/device-chip6.sh [STEPS]                         (run 1)
 #   BUDGET_S=300 BEST=19 PROF="7:1 19:1 20:1 7:3 19:3" ENC_OPTS="27:16 27:8 11:8" TEST_OPTS="16 27" \
 #     LAB_VARIANTS=1,7,12,15,17,18,19,20,21 bash .gpu/enc6/device-chip6.sh env,lab,prof,encoder2,tests,memcheck,racecheck   (run 2)
