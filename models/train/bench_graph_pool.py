@@ -40,7 +40,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(HERE, "en-char-medium.yaml"))
     ap.add_argument("--shapes", default=MEDIUM_BUCKETS, help="BxTxU,... (T in feature frames)")
-    ap.add_argument("--warmup-stream", choices=("new", "shared"), default="new")
+    ap.add_argument("--warmup-stream", choices=("new", "shared"), default="shared")
     ap.add_argument("--rounds", type=int, default=3, help="replay rounds after the captures")
     ap.add_argument("--max-reserved-frac", type=float, default=0.75)
     ap.add_argument("--seed", type=int, default=1)
