@@ -42,6 +42,9 @@
  *                            default: counters up to CU_DEC_GRID_CNT_AUTO_MAX utterances (cu_decoder.h)
  *   RNNT_CUDA_DEC_GRID_OCC=1|2 the grid loop's kernel built for 1 or 2 blocks an SM (registers); default: 1 up to
  *                            CU_DEC_GRID_OCC1_AUTO_MAX utterances, 2 above (cu_decoder.h)
+ *   RNNT_CUDA_DEC_GRID_SLICES=n the grid loop as up to n independent slices of its blocks, each owning its utterances
+ *                            and syncing only among itself (0: one loop with grid barriers; a large n: as many as
+ *                            fit); default by batch (CU_DEC_GRID_SLICES_AUTO_MIN, cu_decoder.h)
  *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
  *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=1 lab: its f rows cached and prefetched
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
@@ -233,6 +236,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *dgo = getenv("RNNT_CUDA_DEC_GRID_OCC");
     cu_decoder_set_grid_staging(b->dec, dgv && *dgv ? atoi(dgv) : CU_DEC_GRID_VST_DEFAULT, dgc && *dgc ? atoi(dgc) : -1,
                                 dgo && *dgo ? atoi(dgo) : -1);
+    const char *dgs = getenv("RNNT_CUDA_DEC_GRID_SLICES");
+    cu_decoder_set_grid_slices(b->dec, dgs && *dgs ? atoi(dgs) : -1);
     const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
     const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
     cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,

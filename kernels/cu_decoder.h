@@ -90,6 +90,11 @@ void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 #define CU_DEC_GRID_CNT_AUTO_MAX 64
 #define CU_DEC_GRID_OCC1_AUTO_MAX 192
 void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ);
+/* Its slices (cu_dec_grid_plan.slices): 0 one loop over every block with grid barriers; n >= 1 up to n independent
+ * slices of the blocks, each owning its slots, with barriers of its own (as many as fit: cu_dec_grid_slices_fit); -1
+ * (the default): CU_DEC_GRID_MAX_SLICES (as many as fit) from CU_DEC_GRID_SLICES_AUTO_MIN utterances up (0: never). */
+#define CU_DEC_GRID_SLICES_AUTO_MIN 0
+void cu_decoder_set_grid_slices(cu_decoder *d, int slices);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):
