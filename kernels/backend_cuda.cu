@@ -45,6 +45,8 @@
  *   RNNT_CUDA_DEC_GRID_SLICES=n the grid loop as up to n independent slices of its blocks, each owning its utterances
  *                            and syncing only among itself (0: one loop with grid barriers; a large n: as many as
  *                            fit); default by batch (CU_DEC_GRID_SLICES_AUTO_MIN, cu_decoder.h)
+ *   RNNT_CUDA_DEC_GRID_PAIR=0|1 lab: the grid loop's layer dot products two groups of 4 emitters a pass (32 sums a
+ *                            lane; default CU_DEC_GRID_PAIR_DEFAULT)
  *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
  *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=1 lab: its f rows cached and prefetched
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
@@ -238,6 +240,8 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
                                 dgo && *dgo ? atoi(dgo) : -1);
     const char *dgs = getenv("RNNT_CUDA_DEC_GRID_SLICES");
     cu_decoder_set_grid_slices(b->dec, dgs && *dgs ? atoi(dgs) : -1);
+    const char *dgp = getenv("RNNT_CUDA_DEC_GRID_PAIR");
+    cu_decoder_set_grid_pair(b->dec, dgp && *dgp ? atoi(dgp) : -1);
     const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
     const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
     cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,

@@ -928,7 +928,7 @@ __device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int 
  * With plan.cnt (cu_dec_grid_plan) the barriers after the last layer and after (C) are per-slot counters
  * instead (grid_wait_count): one grid barrier a step for a one-layer predictor. With nsl > 0 (plan.slices) the grid is
  * nsl independent loops of P blocks each over their own slots, with barriers of their own (grid_slice_sync). */
-template <typename S, bool HARD, bool RELU, int MINB>
+template <typename S, bool HARD, bool RELU, int MINB, bool PAIR>
 __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
                                                           cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
                                                           int vst, int *cnt, int nsl, int *bar, long long *trace)
@@ -1212,7 +1212,70 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
                         }
                         __syncthreads();
                         if (tr) tr_c[9] += clock64() - tr_s0; /* the inputs' staging, within "layers" */
-                        for (int ci = 0; ci < nch && j < L.H; ci++) {
+                        int ci1 = 0; /* the first group of the chunk the one-group loop below takes */
+                        /* PAIR (plan.pair, lab): two groups of 4 emitters a pass, 32 sums a lane (each weight quadruple's
+                         * load feeds 32 FMAs, twice the independent work a warp has in flight); the 32 sums reduced in
+                         * warp_sum's tree as below, each lane keeping half at every stage, so lane l ends with sum l =
+                         * emitter l >> 2 of the pair (group ci, then ci + 1), gate l & 3: the same additions, the same bits */
+                        for (; PAIR && ci1 + 1 < nch && j < L.H; ci1 += 2) {
+                            const float4 *xa = x4 + (size_t)ci1 * IH, *xb = xa + IH;
+                            const int pr = lane >> 2, pr0 = (c0 + S_ * (ci1 + (pr >> 2))) * 4, pe = pr & 3;
+                            const bool pok = pe < min(4, n - pr0);
+                            float cpre = 0.0f;
+                            if ((lane & 3) == 0 && pok) cpre = L.c[(size_t)rows[pr0 + pe] * L.ldc + j];
+                            float acc[32];
+#pragma unroll
+                            for (int a = 0; a < 32; a++) acc[a] = 0.0f;
+#pragma unroll 2
+                            for (int q = lane; q < L.I; q += 32) {
+                                const float4 w = w4[q], xv = xa[q], xw = xb[q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[8] = {xv.x, xv.y, xv.z, xv.w, xw.x, xw.y, xw.z, xw.w};
+#pragma unroll
+                                for (int r = 0; r < 8; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+#pragma unroll 2
+                            for (int q = lane; q < L.H; q += 32) {
+                                const float4 w = w4[L.I + q], xv = xa[L.I + q], xw = xb[L.I + q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[8] = {xv.x, xv.y, xv.z, xv.w, xw.x, xw.y, xw.z, xw.w};
+#pragma unroll
+                                for (int r = 0; r < 8; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+                            bool hi = lane & 16;
+#pragma unroll
+                            for (int i = 0; i < 16; i++)
+                                acc[i] = (hi ? acc[i + 16] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 16], 16);
+                            hi = lane & 8;
+#pragma unroll
+                            for (int i = 0; i < 8; i++)
+                                acc[i] = (hi ? acc[i + 8] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 8], 8);
+                            hi = lane & 4;
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                acc[i] = (hi ? acc[i + 4] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 4], 4);
+                            hi = lane & 2;
+#pragma unroll
+                            for (int i = 0; i < 2; i++)
+                                acc[i] = (hi ? acc[i + 2] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 2], 2);
+                            hi = lane & 1;
+                            const float u1 = (hi ? acc[1] : acc[0]) + __shfl_xor_sync(0xffffffffu, hi ? acc[0] : acc[1], 1);
+                            const float z = __fadd_rn(u1, L.bias[(lane & 3) * L.H + j]); /* emitter lane >> 2, gate lane & 3 */
+                            float a[4];
+#pragma unroll
+                            for (int g = 0; g < 4; g++) a[g] = __shfl_sync(0xffffffffu, z, (lane & ~3) + g);
+                            if ((lane & 3) == 0 && pok) {
+                                const int b = rows[pr0 + pe], e = rows_e[pr0 + pe];
+                                float *cp = L.c + (size_t)b * L.ldc + j;
+                                float cn, hn;
+                                lstm_cell<HARD>(a, cpre, &cn, &hn);
+                                *cp = cn;
+                                cu_st(&h[(size_t)(e & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                            }
+                        }
+                        for (int ci = ci1; ci < nch && j < L.H; ci++) {
                             const float4 *xq = x4 + (size_t)ci * IH;
                             /* vst: the cell state's load issued before the dot products (it was a dependent L2 round
                              * trip after them: c[b][j] was last written by whichever block had b's list position) */
@@ -1453,7 +1516,8 @@ template <typename S, bool HARD, bool RELU>
 rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st,
                         const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
 {
-    auto kern = pl->occ2 ? k_dec_grid<S, HARD, RELU, 2> : k_dec_grid<S, HARD, RELU, 1>;
+    auto kern = pl->occ2 ? (pl->pair ? k_dec_grid<S, HARD, RELU, 2, true> : k_dec_grid<S, HARD, RELU, 2, false>)
+                         : (pl->pair ? k_dec_grid<S, HARD, RELU, 1, true> : k_dec_grid<S, HARD, RELU, 1, false>);
     CU_TRY(cu_allow_max_smem((const void *)kern));
     cu_dec_fused_net n = *net;
     int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4, vst = f4 && pl->vst;
@@ -1475,7 +1539,7 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
 template <typename S, bool HARD, bool RELU>
 int grid_blocks_per_sm(size_t smem, int occ2)
 {
-    auto kern = occ2 ? k_dec_grid<S, HARD, RELU, 2> : k_dec_grid<S, HARD, RELU, 1>;
+    auto kern = occ2 ? k_dec_grid<S, HARD, RELU, 2, false> : k_dec_grid<S, HARD, RELU, 1, false>; /* PAIR: the same bounds */
     int per = 0;
     if (cu_allow_max_smem((const void *)kern) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, kWarps * 32, smem) != cudaSuccess) {

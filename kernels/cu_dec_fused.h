@@ -109,6 +109,7 @@ typedef struct {
     int slices;   /* 0: one loop over every block, grid barriers (grid.sync); n >= 1: n independent loops of blocks / n
                      blocks each, slice s owning slots [nb s / n, nb (s + 1) / n), with barriers of their own
                      (cu_dec_grid_slices_fit says how many fit; issue 16 §3, session 7) */
+    int pair;     /* with f4 (lab): the layers' f4 dot products two groups of 4 emitters a pass (32 sums a lane) */
     int occ2;     /* the kernel compiled for two blocks an SM (at most 128 registers a thread; else as many as it needs:
                      ~195 with vst, so one block an SM) */
     long long *trace; /* NULL, or 11 device words: block 0's phase clocks (lab) */

@@ -46,6 +46,7 @@ struct cu_decoder {
     int grid_cnt;        /* per-slot counters instead of two of its grid barriers (cu_dec_grid_plan.cnt); -1 by batch */
     int grid_occ;        /* blocks an SM its kernel is built for (1 or 2; -1 the default) */
     int grid_slices;     /* its slices (cu_decoder_set_grid_slices; -1 the default) */
+    int grid_pair;       /* two emitter groups a pass in its layers (cu_decoder_set_grid_pair; -1 the default) */
     int *flags;          /* the grid loop's [2][bcap] step flags (int2), then [2][bcap] counters, its slices' barriers */
     cudaEvent_t ev[4];
 };
@@ -205,6 +206,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->grid_cnt = -1;
     d->grid_occ = -1;
     d->grid_slices = -1;
+    d->grid_pair = -1;
     *out = d;
     return RNNT_OK;
 }
@@ -411,6 +413,7 @@ void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ)
     d->grid_occ = occ == 1 || occ == 2 ? occ : -1;
 }
 void cu_decoder_set_grid_slices(cu_decoder *d, int slices) { d->grid_slices = slices < 0 ? -1 : slices; }
+void cu_decoder_set_grid_pair(cu_decoder *d, int pair) { d->grid_pair = pair < 0 ? -1 : pair != 0; }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
@@ -489,6 +492,7 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                              : CU_DEC_GRID_SLICES_AUTO_MIN > 0 && n_live >= CU_DEC_GRID_SLICES_AUTO_MIN ? CU_DEC_GRID_MAX_SLICES
                                                                                                      : 0;
             pl.slices = cu_dec_grid_slices_fit(&net, &pl, nb, want); /* 0: one loop, grid barriers */
+            pl.pair = pl.f4 && (d->grid_pair < 0 ? CU_DEC_GRID_PAIR_DEFAULT : d->grid_pair);
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
             long long *tdev = NULL;
@@ -504,9 +508,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                 CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
                 CU_TRY(cudaStreamSynchronize(d->s));
                 cudaFree(tdev);
-                fprintf(stderr, "dec_grid nb %d blocks %d slices %d tile %d wsm %d f4 %d vst %d cnt %d occ2 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                fprintf(stderr, "dec_grid nb %d blocks %d slices %d pair %d tile %d wsm %d f4 %d vst %d cnt %d occ2 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
                                 "sync %.1f list %.1f layers %.1f (staging %.1f) layer-sync %.1f proj %.1f (staging %.1f) proj-sync %.1f (kcycles)\n",
-                        nb, pl.blocks, pl.slices, pl.tile, pl.wsm, pl.f4, pl.vst, pl.cnt, pl.occ2, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        nb, pl.blocks, pl.slices, pl.pair, pl.tile, pl.wsm, pl.f4, pl.vst, pl.cnt, pl.occ2, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
                         h[9] / 1e3, h[4] / 1e3, h[5] / 1e3, h[10] / 1e3, h[6] / 1e3);
             }
             return enqueue_results(d, nb, err, errlen);

@@ -95,6 +95,10 @@ void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ);
  * (the default): CU_DEC_GRID_MAX_SLICES (as many as fit) from CU_DEC_GRID_SLICES_AUTO_MIN utterances up (0: never). */
 #define CU_DEC_GRID_SLICES_AUTO_MIN 0
 void cu_decoder_set_grid_slices(cu_decoder *d, int slices);
+/* Its layers' f4 dot products two groups of 4 emitters a pass (cu_dec_grid_plan.pair; 1 on, 0 off, -1 the default:
+ * CU_DEC_GRID_PAIR_DEFAULT). */
+#define CU_DEC_GRID_PAIR_DEFAULT 0
+void cu_decoder_set_grid_pair(cu_decoder *d, int pair);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):

@@ -25,6 +25,9 @@ bench RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_OCC=2
 bench RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_OCC=2 RNNT_CUDA_DEC_GRID_CNT=1
 BATCHES=64,128,256 bench RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_OCC=1 RNNT_CUDA_DEC_GRID_CNT=0
 BATCHES=128,256 bench RNNT_CUDA_DEC_GRID_OCC=2 RNNT_CUDA_DEC_GRID_CNT=1
+bench RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_PAIR=1
+bench RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_PAIR=1 RNNT_CUDA_DEC_GRID_OCC=2 RNNT_CUDA_DEC_GRID_CNT=1
+BATCHES=32,64,128,256 bench RNNT_CUDA_DEC_GRID_PAIR=1
 BATCHES=32,256 bench RNNT_CUDA_DEC_GRID_SLICES=1
 BATCHES=8,16,24 bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_SLICES=64
 BATCHES=8,16,24 bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_OCC=2
@@ -32,13 +35,14 @@ BATCHES=8,16,24 bench RNNT_CUDA_DECODE=grid RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CU
 BATCHES=32,256 REPS=1 bench RNNT_CUDA_DEC_TRACE=1
 BATCHES=32,256 REPS=1 bench RNNT_CUDA_DEC_TRACE=1 RNNT_CUDA_DEC_GRID_SLICES=64
 BATCHES=32,256 REPS=1 bench RNNT_CUDA_DEC_TRACE=1 RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_OCC=2 RNNT_CUDA_DEC_GRID_CNT=1
+BATCHES=32,256 REPS=1 bench RNNT_CUDA_DEC_TRACE=1 RNNT_CUDA_DEC_GRID_SLICES=64 RNNT_CUDA_DEC_GRID_PAIR=1
 bench
 bench RNNT_CUDA_DEC_GRID_SLICES=64
 } 2>&1 | tee $OUT/bench.log
 log "test_cuda_decoder (full)"
 timeout $(tmo 60) $B/test_cuda_decoder > $OUT/decoder.log 2>&1; echo "exit $?"
 grep -E "^seed|PASSED|FAILED|ERROR|near tie" $OUT/decoder.log | cut -c1-300 | head -12
-grep -E " grid-sl| grid: " $OUT/decoder.log | cut -c1-260 | head -8
+grep -E " grid-sl| grid-pair| grid: " $OUT/decoder.log | cut -c1-260 | head -8
 log test_cuda_engine; timeout $(tmo 90) $B/test_cuda_engine > $OUT/engine.log 2>&1; echo "exit $?"
 grep -iE "PASSED|FAILED|ERROR|differs" $OUT/engine.log | tail -8
 mkdir -p $OUT/san
@@ -46,7 +50,7 @@ log "racecheck / memcheck of the sliced variants (test_cuda_decoder, quick, RNNT
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 tt=$(tmo 100)
 for tv in racecheck:grid-sl-cnt1-occ2 racecheck:grid-sl-cnt0-occ1 racecheck:grid-sl1 memcheck:grid-sl-cnt1-occ2 \
-          memcheck:grid-sl-cnt0-occ1 memcheck:grid-sl3-tile1; do
+          memcheck:grid-sl-cnt0-occ1 memcheck:grid-sl3-tile1 racecheck:grid-pair-occ2 memcheck:grid-pair-sl-vst0; do
   ( RNNT_TEST_QUICK=1 RNNT_TEST_VARIANTS=${tv#*:} RNNT_TEST_REF=none RNNT_CUDA_MAPPED=0 timeout $tt \
       $CS --tool ${tv%%:*} --error-exitcode 9 $B/test_cuda_decoder > $OUT/san/${tv/:/-}.log 2>&1
     echo "exit $?" >> $OUT/san/${tv/:/-}.log ) &

@@ -77,41 +77,46 @@ typedef struct {
     int bps, tile, vst, cnt, occ;
     int rows; /* rows the per-step predictor kernels take at once (cu_pred_set_rows_at_once; 0: the default) */
     int slices; /* the grid loop's slices as cu_decoder_set_grid_slices takes them (0: one loop, grid barriers; -1 the default) */
+    int pair;   /* its two emitter groups a pass (cu_decoder_set_grid_pair; 0 off, -1 the default) */
 } dec_variant;
 
 static const dec_variant kVariants[] = {
-    {"while", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"while-u1", CU_DEC_WHILE, 1, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"while-rows1", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 1, 0},
-    {"while-rows8", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 8, 0},
-    {"host", CU_DEC_HOST, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"profile", CU_DEC_PROFILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"auto", CU_DEC_AUTO, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, -1},
-    {"fused", CU_DEC_FUSED, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"fused-g1", CU_DEC_FUSED, 0, 1, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"fused-g8", CU_DEC_FUSED, 0, 8, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"cluster8", CU_DEC_CLUSTER, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"cluster8-g3", CU_DEC_CLUSTER, 0, 0, 8, 8, 3, 0, 3, 1, -1, -1, 0, 0},
-    {"cluster8-w16", CU_DEC_CLUSTER, 0, 0, 8, 16, 0, 0, 3, 1, -1, -1, 0, 0},
-    {"cluster16", CU_DEC_CLUSTER, 0, 0, 16, 16, 1, 0, 3, 1, -1, -1, 0, 0},
-    {"grid", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, -1},
-    {"grid-vst0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 1, 0, 0},
-    {"grid-vst0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 2, 0, 0},
-    {"grid-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, 0},
-    {"grid-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0, 0},
-    {"grid-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0, 0},
-    {"grid-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, 0},
-    {"grid-1bps", CU_DEC_GRID, 0, 0, 8, 8, 0, 1, 3, 1, -1, -1, 0, 0},
-    {"grid-tile0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 0, 1, -1, -1, 0, 0},
-    {"grid-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0, 0},
-    {"grid-tile2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 2, 1, -1, -1, 0, 0},
+    {"while", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"while-u1", CU_DEC_WHILE, 1, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"while-rows1", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 1, 0, 0},
+    {"while-rows8", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 8, 0, 0},
+    {"host", CU_DEC_HOST, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"profile", CU_DEC_PROFILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"auto", CU_DEC_AUTO, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, -1, -1},
+    {"fused", CU_DEC_FUSED, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"fused-g1", CU_DEC_FUSED, 0, 1, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"fused-g8", CU_DEC_FUSED, 0, 8, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster8", CU_DEC_CLUSTER, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster8-g3", CU_DEC_CLUSTER, 0, 0, 8, 8, 3, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster8-w16", CU_DEC_CLUSTER, 0, 0, 8, 16, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster16", CU_DEC_CLUSTER, 0, 0, 16, 16, 1, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"grid", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, -1, -1},
+    {"grid-vst0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 1, 0, 0, 0},
+    {"grid-vst0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 2, 0, 0, 0},
+    {"grid-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, 0, 0},
+    {"grid-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0, 0, 0},
+    {"grid-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0, 0, 0},
+    {"grid-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, 0, 0},
+    {"grid-1bps", CU_DEC_GRID, 0, 0, 8, 8, 0, 1, 3, 1, -1, -1, 0, 0, 0},
+    {"grid-tile0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 0, 1, -1, -1, 0, 0, 0},
+    {"grid-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0, 0, 0},
+    {"grid-tile2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 2, 1, -1, -1, 0, 0, 0},
     /* slices (issue 16 §3, session 7): as many as fit, a single one (its own barrier, not grid.sync), 3 (uneven) */
-    {"grid-sl-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, CU_DEC_GRID_MAX_SLICES},
-    {"grid-sl-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0, CU_DEC_GRID_MAX_SLICES},
-    {"grid-sl-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0, CU_DEC_GRID_MAX_SLICES},
-    {"grid-sl-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, CU_DEC_GRID_MAX_SLICES},
-    {"grid-sl1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 1},
-    {"grid-sl3-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0, 3},
+    {"grid-sl-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 1, 0},
+    {"grid-sl3-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0, 3, 0},
+    /* two groups of 4 emitters a pass in the layers' f4 dot products (RNNT_CUDA_DEC_GRID_PAIR, lab) */
+    {"grid-pair-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, 0, 1},
+    {"grid-pair-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, 0, 1},
+    {"grid-pair-sl-vst0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, -1, 0, CU_DEC_GRID_MAX_SLICES, 1},
 };
 enum { kNumVariants = (int)(sizeof kVariants / sizeof kVariants[0]) };
 
@@ -498,6 +503,7 @@ static void run_variant(const dec_variant *v, const cu_weights *w, cudaStream_t 
     cu_decoder_set_grid(d, v->bps, v->tile);
     cu_decoder_set_grid_staging(d, v->vst, v->cnt, v->occ);
     cu_decoder_set_grid_slices(d, v->slices);
+    cu_decoder_set_grid_pair(d, v->pair);
     cu_pred_set_rows_at_once(v->rows ? v->rows : CU_PRED_ROWS_DEFAULT);
     cu_dec_profile prof;
     memset(&prof, 0, sizeof prof);

@@ -309,7 +309,8 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                                      {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_CNT", "1"},
                                      {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_OCC", "1"},
                                      {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_OCC", "2"},
-                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_SLICES", "64"}};
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_SLICES", "64"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_PAIR", "1"}};
     for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
         char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
