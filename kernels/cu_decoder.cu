@@ -481,18 +481,21 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         cu_dec_grid_plan pl;
         const char *why = NULL;
         const int tile = auto_grid ? 3 : d->grid_tile;
-        const int occ2 = d->grid_occ < 0 ? n_live > CU_DEC_GRID_OCC1_AUTO_MAX : d->grid_occ == 2;
+        /* slices by default (they change the counters' and occupancy's rules), or as set */
+        const int sl_want = d->grid_slices >= 0 ? d->grid_slices
+                            : CU_DEC_GRID_SLICES_AUTO_MIN > 0 && n_live >= CU_DEC_GRID_SLICES_AUTO_MIN ? CU_DEC_GRID_MAX_SLICES
+                                                                                                   : 0;
+        const int occ2 = d->grid_occ >= 0 ? d->grid_occ == 2
+                         : n_live > (sl_want > 0 ? CU_DEC_GRID_SL_OCC1_AUTO_MAX : CU_DEC_GRID_OCC1_AUTO_MAX);
         if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
                                   tile >= 2 ? tile - 1 : 0, occ2, &pl, &why) &&
             (!auto_grid || pl.f4) && (tile == 0 || cu_dec_grid_tiles_fit(&net, &pl))) {
             pl.tile = tile != 0;
             pl.vst = pl.f4 && d->grid_vst;
-            pl.cnt = pl.vst && (d->grid_cnt < 0 ? n_live <= CU_DEC_GRID_CNT_AUTO_MAX : d->grid_cnt);
-            const int want = d->grid_slices >= 0 ? d->grid_slices
-                             : CU_DEC_GRID_SLICES_AUTO_MIN > 0 && n_live >= CU_DEC_GRID_SLICES_AUTO_MIN ? CU_DEC_GRID_MAX_SLICES
-                                                                                                     : 0;
-            pl.slices = cu_dec_grid_slices_fit(&net, &pl, nb, want); /* 0: one loop, grid barriers */
-            pl.pair = pl.f4 && (d->grid_pair < 0 ? CU_DEC_GRID_PAIR_DEFAULT : d->grid_pair);
+            pl.cnt = pl.vst && (d->grid_cnt >= 0 ? d->grid_cnt
+                                : n_live <= (sl_want > 0 ? CU_DEC_GRID_SL_CNT_AUTO_MAX : CU_DEC_GRID_CNT_AUTO_MAX));
+            pl.slices = cu_dec_grid_slices_fit(&net, &pl, nb, sl_want); /* 0: one loop, grid barriers */
+            pl.pair = pl.f4 && (d->grid_pair >= 0 ? d->grid_pair : CU_DEC_GRID_PAIR_DEFAULT && !pl.occ2);
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
             long long *tdev = NULL;

@@ -468,7 +468,8 @@ static void check_plan(const dec_variant *v, const cu_weights *w, int nbs, int B
     const char *why = NULL;
     if (v->mode == CU_DEC_GRID) {
         cu_dec_grid_plan pl;
-        const int occ2 = v->occ < 0 ? B > CU_DEC_GRID_OCC1_AUTO_MAX : v->occ == 2;
+        const int sl = v->slices < 0 ? B >= CU_DEC_GRID_SLICES_AUTO_MIN && CU_DEC_GRID_SLICES_AUTO_MIN > 0 : v->slices > 0;
+        const int occ2 = v->occ < 0 ? B > (sl ? CU_DEC_GRID_SL_OCC1_AUTO_MAX : CU_DEC_GRID_OCC1_AUTO_MAX) : v->occ == 2;
         if (!cu_dec_grid_plan_make(&net, w->dt, w->act, w->joint_act, nbs, v->bps, v->tile >= 2 ? v->tile - 1 : 0, occ2,
                                    &pl, &why))
             fail_msg("variant %s, %d slots: the grid loop cannot run: %s", v->name, nbs, why ? why : "?");
