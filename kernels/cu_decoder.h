@@ -31,9 +31,10 @@ typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUS
  * the WHILE graph 4.21 / 5.17 / 6.24 / 6.41 / 6.48 / 6.41 / 6.97 / 6.95 there, and ahead at 32 (7.6 against 7.9
  * with 2 slots per cluster of 8). */
 #define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
-#define CU_DEC_AUTO_CLUSTER_MAX 15  /* above this many slots: the grid loop (16 until run 1 of
-                                       tests/gpu/results/h100-2026-11-25-s2-decode5/: at B 16 the grid loop in slices
-                                       4.39 ms against the cluster loop's 5.28-5.30; 13-15 not measured) */
+#define CU_DEC_AUTO_CLUSTER_MAX 15  /* above this many utterances: the grid loop (16 before; run 2 of
+                                       tests/gpu/results/h100-2026-11-25-s2-decode5/, decode loop ms at B 8 / 12 / 13 / 14 /
+                                       15 / 16: cluster loop 2.78 / 3.06 / 3.05 / 3.06 / 3.04 / 5.21, grid loop in slices
+                                       3.69 / 4.36 / 4.36 / 4.37 / 4.36 / 4.36) */
 /* Above CU_DEC_AUTO_CLUSTER_MAX, CU_DEC_AUTO takes the grid loop (cu_dec_grid) with its f4 layout (tile 3) where
  * that fits in shared memory (the shipped model: yes; the MLPerf-shaped predictor 2 x 320: no), else the WHILE
  * graph: run 2 of tests/gpu/results/h100-2026-11-24-s4-decode3/ (shipped model, fp16), decode loop ms f4 grid /
@@ -94,7 +95,8 @@ void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 /* With slices (the default since tests/gpu/results/h100-2026-11-25-s2-decode5, run 1; decode loop ms, shipped model,
  * slices / counters / two blocks an SM): counters won at every size (128: 7.91 against 8.24-8.30 without; 256: 10.11
  * against 10.87-10.89) and two blocks an SM from 128 (7.15 against 7.91; 64: 5.52 against 5.39), so the bounds above
- * apply without slices only, and these with them (96: between the sizes measured). */
+ * apply without slices only, and these with them (run 2, B 80 / 96 / 112: one block an SM 5.79 / 6.38 / 7.08, two 6.17 /
+ * 6.45 / 6.92). */
 #define CU_DEC_GRID_SL_CNT_AUTO_MAX 1000000
 #define CU_DEC_GRID_SL_OCC1_AUTO_MAX 96
 void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ);
