@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_dec_fused(int nb, int hard, int
                     dec_rule_slot(rule, st, b, iter > rule.max_iters, &emits, &live);
                 }
             }
+            __syncwarp(); /* every lane has read s_live[i] before lane 0 rewrites it (racecheck: 16 warnings) */
             if (lane == 0) {
                 s_emits[i] = emits;
                 s_live[i] = live;
@@ -475,6 +476,7 @@ __global__ void __launch_bounds__(W * 32, 1) k_dec_cluster(int nb, cu_dec_rule r
                         int bo, anybad;
                         float bv = best_of_warps<kWarps>(&wbest[0][i], &widx[0][i], &wbad[0][i], kCluG, net.n_out, lane, &bo, &anybad);
                         float p = softmax_of_best_warp<kWarps>(&wbest[0][i], &wsum[0][i], kCluG, lane, bv);
+                        __syncwarp(); /* every lane has read s_done[i] before lane 0's rule rewrites it */
                         if (lane == 0) {
                             s_k[i] = (anybad || bo == net.n_out) ? -1 : bo;
                             s_p[i] = s_k[i] >= 0 ? p : 0.0f;

@@ -168,6 +168,9 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     } else {
         if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_out, out_ints * sizeof(int), cudaHostAllocDefault);
         if (ce == cudaSuccess) ce = cudaMalloc((void **)&d->d_out, out_ints * sizeof(int));
+        /* zeroed once: the copy back takes each slot's whole token area, of which the pack kernel writes only what was
+         * emitted (compute-sanitizer initcheck reported every unwritten word the copy read) */
+        if (ce == cudaSuccess) ce = cudaMemsetAsync(d->d_out, 0, out_ints * sizeof(int), stream);
         if (ce == cudaSuccess) ce = cudaHostAlloc((void **)&d->h_active, 64, cudaHostAllocDefault);
     }
     for (int i = 0; i < 4 && ce == cudaSuccess; i++) ce = cudaEventCreate(&d->ev[i]);

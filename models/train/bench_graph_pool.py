@@ -40,7 +40,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(HERE, "en-char-medium.yaml"))
     ap.add_argument("--shapes", default=MEDIUM_BUCKETS, help="BxTxU,... (T in feature frames)")
-    ap.add_argument("--warmup-stream", choices=("new", "shared"), default="new")
+    ap.add_argument("--warmup-stream", choices=("new", "shared"), default="shared")
     ap.add_argument("--rounds", type=int, default=3, help="replay rounds after the captures")
     ap.add_argument("--max-reserved-frac", type=float, default=0.75)
     ap.add_argument("--seed", type=int, default=1)
@@ -77,6 +77,7 @@ def main():
     rng.shuffle(order)
     t_all = time.perf_counter()
     step = 0
+    losses = {}        # shape -> the loss of each round: the same under either policy (fixed weights, fixed batches)
     for rnd in range(1 + a.rounds):
         if rnd:
             rng.shuffle(order)
@@ -86,7 +87,7 @@ def main():
             releases = gstep.releases
             t0 = time.perf_counter()
             loss = gstep(*batches[s])
-            float(loss)
+            losses.setdefault(s, []).append(float(loss))
             dt = time.perf_counter() - t0
             step += 1
             what = ("capture" if len(gstep.graphs) > key_known else "replay") if gstep.releases == releases \
@@ -103,6 +104,12 @@ def main():
     print("warm-up stream %s: %d steps in %.1f s, capture s %.1f, releases %d, replays %d, eager %d, peak reserved %.1f GiB"
           % (a.warmup_stream, step, time.perf_counter() - t_all, gstep.capture_s, gstep.releases, gstep.replays,
              gstep.eager, torch.cuda.max_memory_reserved() / gib), flush=True)
+    # the numbers: each shape's loss in capture order is the eager warm-up, later rounds the graph replays
+    total = [sum(v[r] for v in losses.values()) for r in range(1 + a.rounds)]
+    print("loss sum over the %d shapes per round (round 0: the eager warm-up steps; later rounds: replays, or a warm-up again after a release): %s" % (
+        len(shapes), " ".join("%.6f" % t for t in total)))
+    print("losses by shape (round 0 .. %d): %s" % (a.rounds, "; ".join(
+        "%s %s" % ("x".join(map(str, s)), " ".join("%.6f" % v for v in losses[s])) for s in shapes)), flush=True)
     for e in events:
         if e.get("event") in ("graphs_released", "graph_failed", "graph_bound_raised"):
             print(e, flush=True)

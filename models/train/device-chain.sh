@@ -15,7 +15,7 @@
 #   carried by a call of its own): the piece then resumes them instead of running the config's fill steps.
 # TTS: the engines' archive somewhere else than RUN/tts-root.tar.xz, carried by an earlier call on the same warm
 #   machine when it does not fit the carry beside RUN (main's tree + 45.9 MB went over 64 MiB on 2026-11-25).
-# TRAIN_ARGS: more train.py options, e.g. "--graph-warmup-stream shared" or "--t-quant 192".
+# TRAIN_ARGS: more train.py options, e.g. "--graph-warmup-stream new" (the old policy) or "--t-quant 192".
 # FINAL=0: not the last piece of a schedule (no --final-piece: the config's warm-up and sqrt decay).
 # MODEL, NAME, MAX_FRAMES, MAX_CELLS, BENCH...: passed on to device-piece.sh (its header).
 # A file of $OUT/train over 16 MiB less 64 KiB (a larger model's ckpt.pt and opt.pt: 48 MB each for 12 M

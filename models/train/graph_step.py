@@ -33,7 +33,7 @@ class GraphedStep:
     gradients are zeroed, not accumulated)."""
 
     def __init__(self, model, compute, enabled=True, max_graphs=64, log=None, max_reserved_frac=0.75,
-                 shared_warmup_stream=False):
+                 shared_warmup_stream=True):
         self.model = model
         self.compute = compute
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -53,8 +53,9 @@ class GraphedStep:
         # The caching allocator reuses a freed block only for allocations on the stream it was made on: the
         # warm-up step of each new shape ran on a new side stream, so its blocks (up to a step's peak, 12-19
         # GiB for en-char-medium) stayed cached for a stream nobody uses again, counted in memory_reserved()
-        # until the next release. shared_warmup_stream=True runs every warm-up on one stream instead (not
-        # the default until bench_graph_pool.py has measured it on the GPU: models/README.md).
+        # until the next release. shared_warmup_stream=True (the default) runs every warm-up on one stream
+        # instead: measured on the H100 (models/train/results/graph-pool-ab-h100/, pieces l7-l8 in
+        # models/README.md), 0 releases over en-char-medium's 19 shapes and 2-7 per training piece against 33-49.
         self.shared_warmup_stream = shared_warmup_stream
         self.side = None
         for p in self.params:

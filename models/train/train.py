@@ -173,9 +173,10 @@ def main():
     ap.add_argument("--no-cuda-graphs", action="store_true",
                     help="run every step eagerly with batches of any shape (batches()), as before graph_step.py")
     ap.add_argument("--t-quant", type=int, default=96, help="length buckets of the CUDA-graph batches (frames)")
-    ap.add_argument("--graph-warmup-stream", choices=("new", "shared"), default="new",
-                    help="the stream of each shape's eager warm-up before its capture: a new one per shape (as "
-                         "pieces 9-l6 ran) or one for all (graph_step.GraphedStep shared_warmup_stream)")
+    ap.add_argument("--graph-warmup-stream", choices=("new", "shared"), default="shared",
+                    help="the stream of each shape's eager warm-up before its capture: one for all (the default "
+                         "since pieces l7-l8: 2 and 7 graph releases per piece against l5-l6's 33 and 49; "
+                         "models/README.md) or a new one per shape (as pieces 9-l6 ran)")
     a = ap.parse_args()
     a.engines, a.work, a.text = os.path.abspath(a.engines), os.path.abspath(a.work), os.path.abspath(a.text)
     os.makedirs(a.work, exist_ok=True)
