@@ -23,7 +23,7 @@
  *   RNNT_CUDA_MAPPED=0       results through a device buffer and one copy instead of mapped host
  *                            memory (for tools that do not follow kernel writes to host memory)
  *   (default)                the cluster loop (a slot per cluster of 16 warps a block; 16 blocks up to 6 utterances,
- *                            8 blocks up to CU_DEC_AUTO_CLUSTER_MAX = 16), the WHILE graph for larger batches
+ *                            8 blocks up to CU_DEC_AUTO_CLUSTER_MAX = 15), the WHILE graph for larger batches
  *                            (cu_decoder.h)
  *   RNNT_CUDA_DECODE=while   the WHILE graph at every batch size
  *   RNNT_CUDA_DECODE=host    host-polled decoding loop instead of the WHILE graph
@@ -39,9 +39,16 @@
  *   RNNT_CUDA_DEC_GRID_VST=0 lab: the grid loop's f4 staging element by element (before issue 16 §3 session 5)
  *   RNNT_CUDA_DEC_GRID_CNT=0|1 the grid loop with per-slot counters instead of the grid barriers after the last
  *                            predictor layer and the projection (one grid barrier a step for a one-layer predictor);
- *                            default: counters up to CU_DEC_GRID_CNT_AUTO_MAX utterances (cu_decoder.h)
+ *                            default: counters up to CU_DEC_GRID_CNT_AUTO_MAX utterances without slices, at every size
+ *                            with them (CU_DEC_GRID_SL_CNT_AUTO_MAX, cu_decoder.h)
  *   RNNT_CUDA_DEC_GRID_OCC=1|2 the grid loop's kernel built for 1 or 2 blocks an SM (registers); default: 1 up to
- *                            CU_DEC_GRID_OCC1_AUTO_MAX utterances, 2 above (cu_decoder.h)
+ *                            CU_DEC_GRID_OCC1_AUTO_MAX utterances, 2 above; with slices 1 up to
+ *                            CU_DEC_GRID_SL_OCC1_AUTO_MAX (cu_decoder.h)
+ *   RNNT_CUDA_DEC_GRID_SLICES=n the grid loop as up to n independent slices of its blocks, each owning its utterances
+ *                            and syncing only among itself (0: one loop with grid barriers; a large n: as many as
+ *                            fit); default: as many as fit (CU_DEC_GRID_SLICES_AUTO_MIN, cu_decoder.h)
+ *   RNNT_CUDA_DEC_GRID_PAIR=0|1 the grid loop's layer dot products two groups of 4 emitters a pass (32 sums a
+ *                            lane); default: on with one block an SM (CU_DEC_GRID_PAIR_DEFAULT, cu_decoder.h)
  *   RNNT_CUDA_DEC_CLUSTER_CHAIN=1 lab: the cluster loop's dot products one load at a time (before the
  *                            batched loads); RNNT_CUDA_DEC_CLUSTER_FCACHE=1 lab: its f rows cached and prefetched
  *   RNNT_CUDA_DECODE_UNROLL=u decoding steps per iteration of the WHILE graph (1..8, default 4)
@@ -233,6 +240,10 @@ rnnt_status create_inner(cu_backend *b, const struct rnnt_model *m, const rnnt_r
     const char *dgo = getenv("RNNT_CUDA_DEC_GRID_OCC");
     cu_decoder_set_grid_staging(b->dec, dgv && *dgv ? atoi(dgv) : CU_DEC_GRID_VST_DEFAULT, dgc && *dgc ? atoi(dgc) : -1,
                                 dgo && *dgo ? atoi(dgo) : -1);
+    const char *dgs = getenv("RNNT_CUDA_DEC_GRID_SLICES");
+    cu_decoder_set_grid_slices(b->dec, dgs && *dgs ? atoi(dgs) : -1);
+    const char *dgp = getenv("RNNT_CUDA_DEC_GRID_PAIR");
+    cu_decoder_set_grid_pair(b->dec, dgp && *dgp ? atoi(dgp) : -1);
     const char *dc = getenv("RNNT_CUDA_DEC_CLUSTER"), *dcg = getenv("RNNT_CUDA_DEC_CLUSTER_G");
     const char *dcw = getenv("RNNT_CUDA_DEC_CLUSTER_WARPS");
     cu_decoder_set_cluster(b->dec, dc && atoi(dc) > 0 ? atoi(dc) : 8, dcw && atoi(dcw) > 0 ? atoi(dcw) : 8,

@@ -863,6 +863,23 @@ __device__ __forceinline__ void grid_wait_count(const int *c, int want)
     }
 }
 
+/* slices: a barrier among the P blocks of one slice (a counter of the slice's own that only grows; gen, thread 0's count of
+ * arrivals it has waited for so far). The pattern of cooperative groups' grid barrier (block barrier, fence, atomicAdd,
+ * acquire-poll, fence, block barrier) over P blocks instead of all: writes before it in any block of the slice are seen
+ * after it by every block of the slice. */
+__device__ __forceinline__ void grid_slice_sync(int *c, int *gen, int P)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        *gen += P;
+        __threadfence();
+        atomicAdd(c, 1);
+        grid_wait_count(c, *gen);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 /* vst: the f4 path's staging of nch groups of 4 emitters as fp32 emitter quadruples, x4[ci * (n0 + n1) + q]: elements
  * q < n0 from row(ci, r, 0), then n1 from row(ci, r, 1). A thread takes 16 bytes of each of the 4 emitters' rows at a
  * time (4 independent 16-byte loads in flight, the row pointers computed once per piece, not per element); a piece that
@@ -911,13 +928,29 @@ __device__ __forceinline__ void grid_stage_vec(float4 *x4, int nch, int n0, int 
  * on block o % blocks, grid.sync. A step without an emitter costs one grid barrier. flags: [2][nb] ints
  * (by step parity: a block may start the next step's joint while another still reads this step's).
  * With plan.cnt (cu_dec_grid_plan) the barriers after the last layer and after (C) are per-slot counters
- * instead (grid_wait_count): one grid barrier a step for a one-layer predictor. */
-template <typename S, bool HARD, bool RELU, int MINB>
+ * instead (grid_wait_count): one grid barrier a step for a one-layer predictor. With nsl > 0 (plan.slices) the grid is
+ * nsl independent loops of P blocks each over their own slots, with barriers of their own (grid_slice_sync). */
+template <typename S, bool HARD, bool RELU, int MINB, bool PAIR>
 __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_rule rule, cu_dec_state st,
                                                           cu_dec_fused_net net, int *flags, int tile, int wsm, int f4,
-                                                          int vst, int *cnt, long long *trace)
+                                                          int vst, int *cnt, int nsl, int *bar, long long *trace)
 {
     cg::grid_group grid = cg::this_grid();
+    /* slices (nsl > 0, issue 16 §3 session 7): the blocks split into nsl slices of P = gridDim / nsl, slice s owning the
+     * slots [nb s / nsl, nb (s + 1) / nsl) and running the whole loop for them alone, its barriers on its own counter
+     * (grid_slice_sync on bar[32 s]), so no slice waits for another's steps; every block index below is the one in the
+     * slice (bid < P), every slot index the global one. nsl 0: one slice of every block, barriers by grid.sync. */
+    const int P = nsl > 0 ? (int)gridDim.x / nsl : (int)gridDim.x, sl = (int)blockIdx.x / P;
+    if (nsl > 0 && sl >= nsl) return; /* gridDim % nsl blocks left over: no barrier of theirs is waited for */
+    const int sb0 = nsl > 0 ? (int)((long long)nb * sl / nsl) : 0, sb1 = nsl > 0 ? (int)((long long)nb * (sl + 1) / nsl) : nb;
+    int *slice_bar = nsl > 0 ? bar + 32 * sl : NULL;
+    int bar_gen = 0;
+    auto gsync = [&]() {
+        if (slice_bar)
+            grid_slice_sync(slice_bar, &bar_gen, P);
+        else
+            grid.sync();
+    };
     /* phase clocks (trace, RNNT_CUDA_DEC_TRACE=1: thread 0 of block 0): joint+rule, barrier, list, layers, their
      * barriers, projection, its barrier; steps, predictor steps */
     const bool tr = trace && blockIdx.x == 0 && threadIdx.x == 0;
@@ -939,14 +972,14 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
         g_status[kGridSlots], g_steps[kGridSlots], g_skip[kGridSlots], g_done[kGridSlots], g_k[kGridSlots];
     __shared__ float g_p[kGridSlots];
     const int J = net.J, n_out = net.n_out, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nblk = (int)gridDim.x, bid = (int)blockIdx.x;
+    const int nblk = P, bid = (int)blockIdx.x - sl * P; /* in the slice */
     const int fstride = *net.fstride_dev;
     float *hid = (float *)sm;                                   /* [J] */
     float *zs = hid + ((J + 3) & ~3);                           /* [n_out] */
     int *rows = (int *)(zs + ((n_out + 3) & ~3));               /* [nb]: the step's emitters, ascending */
     int *rows_e = rows + nb, *rows_k = rows_e + nb;             /* [nb] each: their e and k */
     const S *wout = (const S *)net.wout;
-    for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
+    for (int m = threadIdx.x, b = sb0 + bid + nblk * m; m < kGridSlots && b < sb1; m += blockDim.x, b += nblk * (int)blockDim.x) {
         g_t[m] = st.t[b], g_lab[m] = st.labels[b], g_tenc[m] = st.t_enc[b], g_ntok[m] = st.n_tok[b], g_e[m] = st.e[b];
         g_status[m] = st.status[b], g_steps[m] = st.steps[b], g_skip[m] = st.skipped[b], g_done[m] = st.done[b];
         g_k[m] = st.k[b], g_p[m] = 0.0f;
@@ -1008,7 +1041,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
         /* per slot: x = emits | live << 1 | (k + 1) << 2, y = e (after the rule) */
         int2 *fl = (int2 *)flags + (size_t)(iter & 1) * nb;
         /* (A) joint + argmax + rule of this block's slots */
-        for (int m = 0, b = bid; b < nb; m++, b += nblk) {
+        for (int m = 0, b = sb0 + bid; b < sb1; m++, b += nblk) {
             if (!g_done[m]) { /* block-uniform */
                 const float *f = net.fproj + ((size_t)b * fstride + g_t[m]) * net.ldf;
                 const float *g = net.gp + (size_t)b * net.ldg;
@@ -1050,14 +1083,14 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
             __syncthreads(); /* hid, the partials and the slot's state are rewritten for the next slot */
         }
         GRID_T(0);
-        grid.sync();
+        gsync();
         GRID_T(1);
         if (tr) tr_c[7]++;
         /* the emitters in ascending order, and whether any slot is live (the same in every block) */
         int n = 0, any = 0;
-        for (int b0 = 0; b0 < nb; b0 += blockDim.x) {
+        for (int b0 = sb0; b0 < sb1; b0 += blockDim.x) {
             const int b = b0 + (int)threadIdx.x;
-            const int2 f2 = b < nb ? fl[b] : make_int2(0, 0);
+            const int2 f2 = b < sb1 ? fl[b] : make_int2(0, 0);
             const int fb = f2.x;
             const unsigned em = __ballot_sync(0xffffffffu, fb & 1), lv = __ballot_sync(0xffffffffu, fb & 2);
             if (lane == 0) s_cnt[warp] = __popc(em), s_lv[warp] = lv != 0u;
@@ -1181,7 +1214,70 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
                         }
                         __syncthreads();
                         if (tr) tr_c[9] += clock64() - tr_s0; /* the inputs' staging, within "layers" */
-                        for (int ci = 0; ci < nch && j < L.H; ci++) {
+                        int ci1 = 0; /* the first group of the chunk the one-group loop below takes */
+                        /* PAIR (plan.pair, lab): two groups of 4 emitters a pass, 32 sums a lane (each weight quadruple's
+                         * load feeds 32 FMAs, twice the independent work a warp has in flight); the 32 sums reduced in
+                         * warp_sum's tree as below, each lane keeping half at every stage, so lane l ends with sum l =
+                         * emitter l >> 2 of the pair (group ci, then ci + 1), gate l & 3: the same additions, the same bits */
+                        for (; PAIR && ci1 + 1 < nch && j < L.H; ci1 += 2) {
+                            const float4 *xa = x4 + (size_t)ci1 * IH, *xb = xa + IH;
+                            const int pr = lane >> 2, pr0 = (c0 + S_ * (ci1 + (pr >> 2))) * 4, pe = pr & 3;
+                            const bool pok = pe < min(4, n - pr0);
+                            float cpre = 0.0f;
+                            if ((lane & 3) == 0 && pok) cpre = L.c[(size_t)rows[pr0 + pe] * L.ldc + j];
+                            float acc[32];
+#pragma unroll
+                            for (int a = 0; a < 32; a++) acc[a] = 0.0f;
+#pragma unroll 2
+                            for (int q = lane; q < L.I; q += 32) {
+                                const float4 w = w4[q], xv = xa[q], xw = xb[q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[8] = {xv.x, xv.y, xv.z, xv.w, xw.x, xw.y, xw.z, xw.w};
+#pragma unroll
+                                for (int r = 0; r < 8; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+#pragma unroll 2
+                            for (int q = lane; q < L.H; q += 32) {
+                                const float4 w = w4[L.I + q], xv = xa[L.I + q], xw = xb[L.I + q];
+                                const float wg[4] = {w.x, w.y, w.z, w.w}, xr[8] = {xv.x, xv.y, xv.z, xv.w, xw.x, xw.y, xw.z, xw.w};
+#pragma unroll
+                                for (int r = 0; r < 8; r++)
+#pragma unroll
+                                    for (int g = 0; g < 4; g++) acc[r * 4 + g] = fmaf(wg[g], xr[r], acc[r * 4 + g]);
+                            }
+                            bool hi = lane & 16;
+#pragma unroll
+                            for (int i = 0; i < 16; i++)
+                                acc[i] = (hi ? acc[i + 16] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 16], 16);
+                            hi = lane & 8;
+#pragma unroll
+                            for (int i = 0; i < 8; i++)
+                                acc[i] = (hi ? acc[i + 8] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 8], 8);
+                            hi = lane & 4;
+#pragma unroll
+                            for (int i = 0; i < 4; i++)
+                                acc[i] = (hi ? acc[i + 4] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 4], 4);
+                            hi = lane & 2;
+#pragma unroll
+                            for (int i = 0; i < 2; i++)
+                                acc[i] = (hi ? acc[i + 2] : acc[i]) + __shfl_xor_sync(0xffffffffu, hi ? acc[i] : acc[i + 2], 2);
+                            hi = lane & 1;
+                            const float u1 = (hi ? acc[1] : acc[0]) + __shfl_xor_sync(0xffffffffu, hi ? acc[0] : acc[1], 1);
+                            const float z = __fadd_rn(u1, L.bias[(lane & 3) * L.H + j]); /* emitter lane >> 2, gate lane & 3 */
+                            float a[4];
+#pragma unroll
+                            for (int g = 0; g < 4; g++) a[g] = __shfl_sync(0xffffffffu, z, (lane & ~3) + g);
+                            if ((lane & 3) == 0 && pok) {
+                                const int b = rows[pr0 + pe], e = rows_e[pr0 + pe];
+                                float *cp = L.c + (size_t)b * L.ldc + j;
+                                float cn, hn;
+                                lstm_cell<HARD>(a, cpre, &cn, &hn);
+                                *cp = cn;
+                                cu_st(&h[(size_t)(e & 1) * L.hpar + (size_t)b * L.ldh + j], hn);
+                            }
+                        }
+                        for (int ci = ci1; ci < nch && j < L.H; ci++) {
                             const float4 *xq = x4 + (size_t)ci * IH;
                             /* vst: the cell state's load issued before the dot products (it was a dependent L2 round
                              * trip after them: c[b][j] was last written by whichever block had b's list position) */
@@ -1260,7 +1356,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
                 for (int task = warp; task < nu * groups; task += kWarps) unit_task(bid + nblk * (task % nu), (task / nu) * 4);
             }
             GRID_T(3);
-            if (!(cnt && l == net.n_pred - 1)) grid.sync(); /* the next layer (or the projection) reads every unit's new h */
+            if (!(cnt && l == net.n_pred - 1)) gsync(); /* the next layer (or the projection) reads every unit's new h */
             GRID_T(4);
         }
         /* (C) the joint's predictor projection of the emitters */
@@ -1380,13 +1476,13 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) k_dec_grid(int nb, cu_dec_r
             }
         }
         GRID_T(5);
-        if (!cnt) grid.sync(); /* the next step's joint reads gp (with cnt: each slot waits for its own gp) */
+        if (!cnt) gsync(); /* the next step's joint reads gp (with cnt: each slot waits for its own gp) */
         GRID_T(6);
     }
 #undef GRID_T
     if (tr)
         for (int k = 0; k < 11; k++) trace[k] = tr_c[k];
-    for (int m = threadIdx.x, b = bid + nblk * m; m < kGridSlots && b < nb; m += blockDim.x, b += nblk * (int)blockDim.x) {
+    for (int m = threadIdx.x, b = sb0 + bid + nblk * m; m < kGridSlots && b < sb1; m += blockDim.x, b += nblk * (int)blockDim.x) {
         st.t[b] = g_t[m], st.labels[b] = g_lab[m], st.n_tok[b] = g_ntok[m], st.e[b] = g_e[m], st.status[b] = g_status[m];
         st.steps[b] = g_steps[m], st.skipped[b] = g_skip[m], st.done[b] = g_done[m], st.k[b] = g_k[m];
     }
@@ -1422,15 +1518,21 @@ template <typename S, bool HARD, bool RELU>
 rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st,
                         const cu_dec_fused_net *net, int *flags, char *err, size_t errlen)
 {
-    auto kern = pl->occ2 ? k_dec_grid<S, HARD, RELU, 2> : k_dec_grid<S, HARD, RELU, 1>;
+    auto kern = pl->occ2 ? (pl->pair ? k_dec_grid<S, HARD, RELU, 2, true> : k_dec_grid<S, HARD, RELU, 2, false>)
+                         : (pl->pair ? k_dec_grid<S, HARD, RELU, 1, true> : k_dec_grid<S, HARD, RELU, 1, false>);
     CU_TRY(cu_allow_max_smem((const void *)kern));
     cu_dec_fused_net n = *net;
     int tile = pl->tile, wsm = pl->tile && pl->wsm, f4 = wsm && pl->f4, vst = f4 && pl->vst;
     int *cnt = vst && pl->cnt ? flags + 4 * (size_t)nb : NULL; /* [2][nb] after the step flags, zeroed per launch */
     if (cnt) CU_TRY(cudaMemsetAsync(cnt, 0, 2 * (size_t)nb * sizeof(int), stream));
+    int nsl = pl->slices, *bar = NULL; /* the slices' barrier counters, 128 bytes apart, after the counters */
+    if (nsl > 0) {
+        bar = flags + ((6 * (size_t)nb + 31) & ~(size_t)31);
+        CU_TRY(cudaMemsetAsync(bar, 0, 32 * (size_t)nsl * sizeof(int), stream));
+    }
     long long *trace = pl->trace;
-    void *args[] = {(void *)&nb,    (void *)&rule, (void *)&st,  (void *)&n,   (void *)&flags,  (void *)&tile,
-                    (void *)&wsm,  (void *)&f4,   (void *)&vst, (void *)&cnt, (void *)&trace};
+    void *args[] = {(void *)&nb,  (void *)&rule, (void *)&st,  (void *)&n,   (void *)&flags, (void *)&tile, (void *)&wsm,
+                    (void *)&f4,  (void *)&vst,  (void *)&cnt, (void *)&nsl, (void *)&bar,   (void *)&trace};
     CU_TRY(cudaLaunchCooperativeKernel((const void *)kern, dim3((unsigned)pl->blocks), dim3(kWarps * 32), args,
                                        pl->smem, stream));
     return RNNT_OK;
@@ -1439,7 +1541,7 @@ rnnt_status launch_grid(cudaStream_t stream, int nb, const cu_dec_grid_plan *pl,
 template <typename S, bool HARD, bool RELU>
 int grid_blocks_per_sm(size_t smem, int occ2)
 {
-    auto kern = occ2 ? k_dec_grid<S, HARD, RELU, 2> : k_dec_grid<S, HARD, RELU, 1>;
+    auto kern = occ2 ? k_dec_grid<S, HARD, RELU, 2, false> : k_dec_grid<S, HARD, RELU, 1, false>; /* PAIR: the same bounds */
     int per = 0;
     if (cu_allow_max_smem((const void *)kern) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, kWarps * 32, smem) != cudaSuccess) {
@@ -1493,6 +1595,23 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
         return 0;
     }
     return 1;
+}
+
+int cu_dec_grid_slices_fit(const cu_dec_fused_net *net, const cu_dec_grid_plan *pl, int nb, int want)
+{
+    if (want < 1) return 0;
+    int most = 1; /* the most unit (output) groups of 8 of any phase: each needs a block in every slice */
+    for (int l = 0; l <= net->n_pred; l++) {
+        const int units = l < net->n_pred ? net->L[l].H : net->J, g = (units + kWarps - 1) / kWarps;
+        if (g > most) most = g;
+    }
+    int nsl = pl->blocks / most;
+    nsl = nsl < want ? nsl : want;
+    nsl = nsl < nb ? nsl : nb;
+    nsl = nsl < CU_DEC_GRID_MAX_SLICES ? nsl : CU_DEC_GRID_MAX_SLICES;
+    /* every slice's slots in its blocks' kGridSlots each */
+    while (nsl > 0 && (nb + nsl - 1) / nsl > kGridSlots * (pl->blocks / nsl)) nsl--;
+    return nsl > 0 ? nsl : 0;
 }
 
 int cu_dec_grid_tiles_fit(const cu_dec_fused_net *net, const cu_dec_grid_plan *pl)

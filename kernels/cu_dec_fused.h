@@ -106,6 +106,10 @@ typedef struct {
     int cnt;      /* with vst: no grid barrier after the last predictor layer and after the projection; per-slot counters
                      instead (each unit / output group raises a slot's after writing its part, the projection and the
                      slot's next joint wait for theirs): one grid barrier a step for a one-layer predictor */
+    int slices;   /* 0: one loop over every block, grid barriers (grid.sync); n >= 1: n independent loops of blocks / n
+                     blocks each, slice s owning slots [nb s / n, nb (s + 1) / n), with barriers of their own
+                     (cu_dec_grid_slices_fit says how many fit; issue 16 §3, session 7) */
+    int pair;     /* with f4 (lab): the layers' f4 dot products two groups of 4 emitters a pass (32 sums a lane) */
     int occ2;     /* the kernel compiled for two blocks an SM (at most 128 registers a thread; else as many as it needs:
                      ~195 with vst, so one block an SM) */
     long long *trace; /* NULL, or 11 device words: block 0's phase clocks (lab) */
@@ -118,7 +122,14 @@ int cu_dec_grid_plan_make(const cu_dec_fused_net *net, cu_dtype dt, rnnt_lstm_ac
  * block of its own (a predictor above 1,056 units at one block an SM on the H100 does not fit; units would be left
  * uncomputed). */
 int cu_dec_grid_tiles_fit(const cu_dec_fused_net *net, const cu_dec_grid_plan *pl);
-/* flags: device ints [2][nb][2] (16-byte aligned), then [2][nb] (cnt), scratch. */
+/* The number of slices (cu_dec_grid_plan.slices) up to `want` that fit plan pl for nb slots: each slice needs a block for
+ * every group of 8 units of each layer and of the projection's outputs, at least one slot, and room for its slots in
+ * its blocks; at most CU_DEC_GRID_MAX_SLICES. 0 when none fits (or want < 1). */
+#define CU_DEC_GRID_MAX_SLICES 64
+int cu_dec_grid_slices_fit(const cu_dec_fused_net *net, const cu_dec_grid_plan *pl, int nb, int want);
+/* flags: device ints [2][nb][2] (16-byte aligned), then [2][nb] (cnt), then with slices from 6 nb rounded up to 32:
+ * [slices][32] (the slices' barrier counters); the caller allocates CU_DEC_GRID_FLAG_INTS(nb). */
+#define CU_DEC_GRID_FLAG_INTS(nb) (6 * (size_t)(nb) + 32 + 32 * (size_t)CU_DEC_GRID_MAX_SLICES)
 rnnt_status cu_dec_grid(cudaStream_t stream, cu_dtype dt, rnnt_lstm_act act, rnnt_joint_act jact, int nb,
                         const cu_dec_grid_plan *pl, cu_dec_rule rule, cu_dec_state st, const cu_dec_fused_net *net,
                         int *flags, char *err, size_t errlen);

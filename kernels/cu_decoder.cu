@@ -45,7 +45,9 @@ struct cu_decoder {
     int grid_vst;        /* its f4 staging 16 bytes a thread (cu_dec_grid_plan.vst) */
     int grid_cnt;        /* per-slot counters instead of two of its grid barriers (cu_dec_grid_plan.cnt); -1 by batch */
     int grid_occ;        /* blocks an SM its kernel is built for (1 or 2; -1 the default) */
-    int *flags;          /* the grid loop's [2][bcap] step flags (int2), then [2][bcap] counters */
+    int grid_slices;     /* its slices (cu_decoder_set_grid_slices; -1 the default) */
+    int grid_pair;       /* two emitter groups a pass in its layers (cu_decoder_set_grid_pair; -1 the default) */
+    int *flags;          /* the grid loop's [2][bcap] step flags (int2), then [2][bcap] counters, its slices' barriers */
     cudaEvent_t ev[4];
 };
 
@@ -147,7 +149,7 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     TAKE(o_tok, 2 * B * (size_t)d->cap * sizeof(int));
     TAKE(o_prob, (B + B * (size_t)d->cap) * sizeof(float));
     TAKE(o_gp, B * w->jp * sizeof(float));
-    TAKE(o_flags, 6 * B * sizeof(int)); /* the grid loop's step flags [2][B] int2, then its counters [2][B] */
+    TAKE(o_flags, CU_DEC_GRID_FLAG_INTS(B) * sizeof(int)); /* the grid loop's step flags [2][B] int2, its counters [2][B], slice barriers */
     for (int l = 0; l < w->n_pred; l++) {
         TAKE(o_h[2 * l], 2 * B * w->pred[l].hp * esz);
         TAKE(o_h[2 * l + 1], B * w->pred[l].hp * sizeof(float));
@@ -206,6 +208,8 @@ rnnt_status cu_decoder_create(const cu_weights *w, cudaStream_t stream, int max_
     d->grid_vst = CU_DEC_GRID_VST_DEFAULT;
     d->grid_cnt = -1;
     d->grid_occ = -1;
+    d->grid_slices = -1;
+    d->grid_pair = -1;
     *out = d;
     return RNNT_OK;
 }
@@ -411,6 +415,8 @@ void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ)
     d->grid_cnt = cnt < 0 ? -1 : cnt != 0;
     d->grid_occ = occ == 1 || occ == 2 ? occ : -1;
 }
+void cu_decoder_set_grid_slices(cu_decoder *d, int slices) { d->grid_slices = slices < 0 ? -1 : slices; }
+void cu_decoder_set_grid_pair(cu_decoder *d, int pair) { d->grid_pair = pair < 0 ? -1 : pair != 0; }
 void cu_decoder_set_cluster(cu_decoder *d, int cluster, int warps, int slots)
 {
     d->cluster = cluster >= 16 ? 16 : 8;
@@ -478,13 +484,21 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
         cu_dec_grid_plan pl;
         const char *why = NULL;
         const int tile = auto_grid ? 3 : d->grid_tile;
-        const int occ2 = d->grid_occ < 0 ? n_live > CU_DEC_GRID_OCC1_AUTO_MAX : d->grid_occ == 2;
+        /* slices by default (they change the counters' and occupancy's rules), or as set */
+        const int sl_want = d->grid_slices >= 0 ? d->grid_slices
+                            : CU_DEC_GRID_SLICES_AUTO_MIN > 0 && n_live >= CU_DEC_GRID_SLICES_AUTO_MIN ? CU_DEC_GRID_MAX_SLICES
+                                                                                                   : 0;
+        const int occ2 = d->grid_occ >= 0 ? d->grid_occ == 2
+                         : n_live > (sl_want > 0 ? CU_DEC_GRID_SL_OCC1_AUTO_MAX : CU_DEC_GRID_OCC1_AUTO_MAX);
         if (cu_dec_grid_plan_make(&net, d->w->dt, d->w->act, d->w->joint_act, nb, auto_grid ? 0 : d->grid_per_sm,
                                   tile >= 2 ? tile - 1 : 0, occ2, &pl, &why) &&
             (!auto_grid || pl.f4) && (tile == 0 || cu_dec_grid_tiles_fit(&net, &pl))) {
             pl.tile = tile != 0;
             pl.vst = pl.f4 && d->grid_vst;
-            pl.cnt = pl.vst && (d->grid_cnt < 0 ? n_live <= CU_DEC_GRID_CNT_AUTO_MAX : d->grid_cnt);
+            pl.cnt = pl.vst && (d->grid_cnt >= 0 ? d->grid_cnt
+                                : n_live <= (sl_want > 0 ? CU_DEC_GRID_SL_CNT_AUTO_MAX : CU_DEC_GRID_CNT_AUTO_MAX));
+            pl.slices = cu_dec_grid_slices_fit(&net, &pl, nb, sl_want); /* 0: one loop, grid barriers */
+            pl.pair = pl.f4 && (d->grid_pair >= 0 ? d->grid_pair : CU_DEC_GRID_PAIR_DEFAULT && !pl.occ2);
             RNNT_TRY(enqueue_prologue(d, nb, t_enc_dev, err, errlen));
             const char *tv = getenv("RNNT_CUDA_DEC_TRACE"); /* lab: phase clocks of block 0 */
             long long *tdev = NULL;
@@ -500,9 +514,9 @@ rnnt_status cu_decoder_run(cu_decoder *d, cu_dec_mode mode, int nb, int n_live, 
                 CU_TRY(cudaMemcpyAsync(h, tdev, sizeof h, cudaMemcpyDeviceToHost, d->s));
                 CU_TRY(cudaStreamSynchronize(d->s));
                 cudaFree(tdev);
-                fprintf(stderr, "dec_grid nb %d blocks %d tile %d wsm %d f4 %d vst %d cnt %d occ2 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
+                fprintf(stderr, "dec_grid nb %d blocks %d slices %d pair %d tile %d wsm %d f4 %d vst %d cnt %d occ2 %d smem %zu: steps %lld, pred steps %lld; joint+rule %.1f "
                                 "sync %.1f list %.1f layers %.1f (staging %.1f) layer-sync %.1f proj %.1f (staging %.1f) proj-sync %.1f (kcycles)\n",
-                        nb, pl.blocks, pl.tile, pl.wsm, pl.f4, pl.vst, pl.cnt, pl.occ2, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
+                        nb, pl.blocks, pl.slices, pl.pair, pl.tile, pl.wsm, pl.f4, pl.vst, pl.cnt, pl.occ2, pl.smem, h[7], h[8], h[0] / 1e3, h[1] / 1e3, h[2] / 1e3, h[3] / 1e3,
                         h[9] / 1e3, h[4] / 1e3, h[5] / 1e3, h[10] / 1e3, h[6] / 1e3);
             }
             return enqueue_results(d, nb, err, errlen);

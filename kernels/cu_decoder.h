@@ -31,7 +31,10 @@ typedef enum { CU_DEC_WHILE = 0, CU_DEC_HOST = 1, CU_DEC_PROFILE = 2, CU_DEC_FUS
  * the WHILE graph 4.21 / 5.17 / 6.24 / 6.41 / 6.48 / 6.41 / 6.97 / 6.95 there, and ahead at 32 (7.6 against 7.9
  * with 2 slots per cluster of 8). */
 #define CU_DEC_AUTO_CLUSTER16_MAX 6 /* up to this many slots: clusters of 16 blocks, else of 8 */
-#define CU_DEC_AUTO_CLUSTER_MAX 16  /* above this many slots: the grid loop */
+#define CU_DEC_AUTO_CLUSTER_MAX 15  /* above this many utterances: the grid loop (16 before; run 2 of
+                                       tests/gpu/results/h100-2026-11-25-s2-decode5/, decode loop ms at B 8 / 12 / 13 / 14 /
+                                       15 / 16: cluster loop 2.78 / 3.06 / 3.05 / 3.06 / 3.04 / 5.21, grid loop in slices
+                                       3.69 / 4.36 / 4.36 / 4.37 / 4.36 / 4.36) */
 /* Above CU_DEC_AUTO_CLUSTER_MAX, CU_DEC_AUTO takes the grid loop (cu_dec_grid) with its f4 layout (tile 3) where
  * that fits in shared memory (the shipped model: yes; the MLPerf-shaped predictor 2 x 320: no), else the WHILE
  * graph: run 2 of tests/gpu/results/h100-2026-11-24-s4-decode3/ (shipped model, fp16), decode loop ms f4 grid /
@@ -89,7 +92,28 @@ void cu_decoder_set_grid(cu_decoder *d, int blocks_per_sm, int tile);
 #define CU_DEC_GRID_VST_DEFAULT 1
 #define CU_DEC_GRID_CNT_AUTO_MAX 64
 #define CU_DEC_GRID_OCC1_AUTO_MAX 192
+/* With slices (the default since tests/gpu/results/h100-2026-11-25-s2-decode5, run 1; decode loop ms, shipped model,
+ * slices / counters / two blocks an SM): counters won at every size (128: 7.91 against 8.24-8.30 without; 256: 10.11
+ * against 10.87-10.89) and two blocks an SM from 128 (7.15 against 7.91; 64: 5.52 against 5.39), so the bounds above
+ * apply without slices only, and these with them (run 2, B 80 / 96 / 112: one block an SM 5.79 / 6.38 / 7.08, two 6.17 /
+ * 6.45 / 6.92). */
+#define CU_DEC_GRID_SL_CNT_AUTO_MAX 1000000
+#define CU_DEC_GRID_SL_OCC1_AUTO_MAX 96
 void cu_decoder_set_grid_staging(cu_decoder *d, int vst, int cnt, int occ);
+/* Its slices (cu_dec_grid_plan.slices): 0 one loop over every block with grid barriers; n >= 1 up to n independent
+ * slices of the blocks, each owning its slots, with barriers of its own (as many as fit: cu_dec_grid_slices_fit); -1
+ * (the default): CU_DEC_GRID_MAX_SLICES (as many as fit) from CU_DEC_GRID_SLICES_AUTO_MIN utterances up (0: never).
+ * Run 1 of tests/gpu/results/h100-2026-11-25-s2-decode5 (decode loop ms, the other settings by their rules): B 32 4.69-4.76
+ * against 4.82-4.84, 64 5.43-5.49 / 5.51, 128 8.24-8.30 / 8.24, 256 10.87-10.89 / 11.09-11.14, and more with counters at
+ * every size (CU_DEC_GRID_SL_*). */
+#define CU_DEC_GRID_SLICES_AUTO_MIN 1
+void cu_decoder_set_grid_slices(cu_decoder *d, int slices);
+/* Its layers' f4 dot products two groups of 4 emitters a pass (cu_dec_grid_plan.pair; 1 on, 0 off, -1 the default:
+ * CU_DEC_GRID_PAIR_DEFAULT 1 = on with one block an SM, where its 32 accumulators fit in registers: run 1 of
+ * tests/gpu/results/h100-2026-11-25-s2-decode5, with slices, B 32 4.62 against 4.76, 64 5.23 / 5.39; with two blocks an
+ * SM (128 registers) it lost: 128 7.35 / 7.15, 256 10.31 / 10.16). */
+#define CU_DEC_GRID_PAIR_DEFAULT 1
+void cu_decoder_set_grid_pair(cu_decoder *d, int pair);
 int cu_decoder_unroll(const cu_decoder *d);
 
 /* Results of slot b after the stream has been synchronised (see cu_dec_pack for the layout):

@@ -10,7 +10,8 @@
  * go through every loop variant the decoder can select (the table `kVariants`: the WHILE graph, unrolled or not, with
  * its predictor kernels taking 1, 4 or 8 rows at once, the host-polled loop, profiled or not, the default choice, the
  * fused loop by group, the cluster loop by blocks, warps and slots, the cooperative grid loop with its f4 staging
- * (VST), per-slot counters (CNT) and 1- or 2-blocks-an-SM build (OCC) on and off, its other work splits and one block
+ * (VST), per-slot counters (CNT) and 1- or 2-blocks-an-SM build (OCC) on and off, its slices (each owning its utterances
+ * and syncing only among itself: as many as fit, one, three), its other work splits and one block
  * an SM), set through the decoder's API, and each is checked:
  *   - bitwise equal to the reference variant (RNNT_TEST_REF, default `while`, the WHILE graph) in the same batch:
  *     tokens, frames, steps, frames skipped, status, final frame, label probabilities (fp16: the probabilities of the
@@ -75,34 +76,47 @@ typedef struct {
     int cluster, warps, slots;
     int bps, tile, vst, cnt, occ;
     int rows; /* rows the per-step predictor kernels take at once (cu_pred_set_rows_at_once; 0: the default) */
+    int slices; /* the grid loop's slices as cu_decoder_set_grid_slices takes them (0: one loop, grid barriers; -1 the default) */
+    int pair;   /* its two emitter groups a pass (cu_decoder_set_grid_pair; 0 off, -1 the default) */
 } dec_variant;
 
 static const dec_variant kVariants[] = {
-    {"while", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"while-u1", CU_DEC_WHILE, 1, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"while-rows1", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 1},
-    {"while-rows8", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 8},
-    {"host", CU_DEC_HOST, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"profile", CU_DEC_PROFILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"auto", CU_DEC_AUTO, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"fused", CU_DEC_FUSED, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"fused-g1", CU_DEC_FUSED, 0, 1, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"fused-g8", CU_DEC_FUSED, 0, 8, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"cluster8", CU_DEC_CLUSTER, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"cluster8-g3", CU_DEC_CLUSTER, 0, 0, 8, 8, 3, 0, 3, 1, -1, -1, 0},
-    {"cluster8-w16", CU_DEC_CLUSTER, 0, 0, 8, 16, 0, 0, 3, 1, -1, -1, 0},
-    {"cluster16", CU_DEC_CLUSTER, 0, 0, 16, 16, 1, 0, 3, 1, -1, -1, 0},
-    {"grid", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0},
-    {"grid-vst0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 1, 0},
-    {"grid-vst0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 2, 0},
-    {"grid-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0},
-    {"grid-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0},
-    {"grid-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0},
-    {"grid-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0},
-    {"grid-1bps", CU_DEC_GRID, 0, 0, 8, 8, 0, 1, 3, 1, -1, -1, 0},
-    {"grid-tile0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 0, 1, -1, -1, 0},
-    {"grid-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0},
-    {"grid-tile2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 2, 1, -1, -1, 0},
+    {"while", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"while-u1", CU_DEC_WHILE, 1, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"while-rows1", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 1, 0, 0},
+    {"while-rows8", CU_DEC_WHILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 8, 0, 0},
+    {"host", CU_DEC_HOST, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"profile", CU_DEC_PROFILE, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"auto", CU_DEC_AUTO, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, -1, -1},
+    {"fused", CU_DEC_FUSED, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"fused-g1", CU_DEC_FUSED, 0, 1, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"fused-g8", CU_DEC_FUSED, 0, 8, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster8", CU_DEC_CLUSTER, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster8-g3", CU_DEC_CLUSTER, 0, 0, 8, 8, 3, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster8-w16", CU_DEC_CLUSTER, 0, 0, 8, 16, 0, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"cluster16", CU_DEC_CLUSTER, 0, 0, 16, 16, 1, 0, 3, 1, -1, -1, 0, 0, 0},
+    {"grid", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, -1, -1},
+    {"grid-vst0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 1, 0, 0, 0},
+    {"grid-vst0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, 2, 0, 0, 0},
+    {"grid-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, 0, 0},
+    {"grid-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0, 0, 0},
+    {"grid-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0, 0, 0},
+    {"grid-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, 0, 0},
+    {"grid-1bps", CU_DEC_GRID, 0, 0, 8, 8, 0, 1, 3, 1, -1, -1, 0, 0, 0},
+    {"grid-tile0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 0, 1, -1, -1, 0, 0, 0},
+    {"grid-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0, 0, 0},
+    {"grid-tile2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 2, 1, -1, -1, 0, 0, 0},
+    /* slices (issue 16 §3, session 7): as many as fit, a single one (its own barrier, not grid.sync), 3 (uneven) */
+    {"grid-sl-cnt0-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl-cnt0-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 2, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl-cnt1-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 1, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl-cnt1-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, CU_DEC_GRID_MAX_SLICES, 0},
+    {"grid-sl1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, -1, -1, 0, 1, 0},
+    {"grid-sl3-tile1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 1, 1, -1, -1, 0, 3, 0},
+    /* two groups of 4 emitters a pass in the layers' f4 dot products (RNNT_CUDA_DEC_GRID_PAIR, lab) */
+    {"grid-pair-occ1", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 0, 1, 0, 0, 1},
+    {"grid-pair-occ2", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 1, 1, 2, 0, 0, 1},
+    {"grid-pair-sl-vst0", CU_DEC_GRID, 0, 0, 8, 8, 0, 0, 3, 0, 0, -1, 0, CU_DEC_GRID_MAX_SLICES, 1},
 };
 enum { kNumVariants = (int)(sizeof kVariants / sizeof kVariants[0]) };
 
@@ -454,7 +468,8 @@ static void check_plan(const dec_variant *v, const cu_weights *w, int nbs, int B
     const char *why = NULL;
     if (v->mode == CU_DEC_GRID) {
         cu_dec_grid_plan pl;
-        const int occ2 = v->occ < 0 ? B > CU_DEC_GRID_OCC1_AUTO_MAX : v->occ == 2;
+        const int sl = v->slices < 0 ? B >= CU_DEC_GRID_SLICES_AUTO_MIN && CU_DEC_GRID_SLICES_AUTO_MIN > 0 : v->slices > 0;
+        const int occ2 = v->occ < 0 ? B > (sl ? CU_DEC_GRID_SL_OCC1_AUTO_MAX : CU_DEC_GRID_OCC1_AUTO_MAX) : v->occ == 2;
         if (!cu_dec_grid_plan_make(&net, w->dt, w->act, w->joint_act, nbs, v->bps, v->tile >= 2 ? v->tile - 1 : 0, occ2,
                                    &pl, &why))
             fail_msg("variant %s, %d slots: the grid loop cannot run: %s", v->name, nbs, why ? why : "?");
@@ -463,6 +478,8 @@ static void check_plan(const dec_variant *v, const cu_weights *w, int nbs, int B
                      nbs, pl.smem);
         if (v->tile && !cu_dec_grid_tiles_fit(&net, &pl))
             fail_msg("variant %s: more unit groups than the grid loop's %d blocks", v->name, pl.blocks);
+        if (v->slices > 0 && cu_dec_grid_slices_fit(&net, &pl, nbs, v->slices) < 1)
+            fail_msg("variant %s, %d slots: no slice of the grid loop fits: untested", v->name, nbs);
     } else if (v->mode == CU_DEC_CLUSTER) {
         cu_dec_cluster_plan pl;
         if (!cu_dec_cluster_plan_make(&net, w->dt, w->V, nbs, v->cluster, v->warps, v->slots, &pl, &why))
@@ -486,6 +503,8 @@ static void run_variant(const dec_variant *v, const cu_weights *w, cudaStream_t 
     cu_decoder_set_cluster(d, v->cluster, v->warps, v->slots);
     cu_decoder_set_grid(d, v->bps, v->tile);
     cu_decoder_set_grid_staging(d, v->vst, v->cnt, v->occ);
+    cu_decoder_set_grid_slices(d, v->slices);
+    cu_decoder_set_grid_pair(d, v->pair);
     cu_pred_set_rows_at_once(v->rows ? v->rows : CU_PRED_ROWS_DEFAULT);
     cu_dec_profile prof;
     memset(&prof, 0, sizeof prof);

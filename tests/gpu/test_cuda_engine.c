@@ -308,7 +308,9 @@ static int check_model(const char *dir, int max_t, uint64_t seed)
                                      {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_VST", "0"},
                                      {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_CNT", "1"},
                                      {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_OCC", "1"},
-                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_OCC", "2"}};
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_OCC", "2"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_SLICES", "64"},
+                                     {"RNNT_CUDA_DECODE", "grid", "RNNT_CUDA_DEC_GRID_PAIR", "1"}};
     for (int k = 0; k < (int)(sizeof modes / sizeof modes[0]); k++) {
         char *saved = env_push(modes[k][0], modes[k][1]);
         char *saved2 = modes[k][2] ? env_push(modes[k][2], modes[k][3]) : NULL;
@@ -435,7 +437,7 @@ static void test_large_batch(void **state)
 {
     (void)state;
     static const int sizes[] = {17, 130, 300};
-    enum { n_sizes = 3, n_modes = 13, maxB = 300 };
+    enum { n_sizes = 3, n_modes = 14, maxB = 300 };
     static const char *modes[n_modes][4] = {{"RNNT_CUDA_DECODE", "while", NULL, NULL},
                                             {NULL, NULL, NULL, NULL},
                                             {"RNNT_CUDA_DECODE", "grid", NULL, NULL},
@@ -448,7 +450,8 @@ static void test_large_batch(void **state)
                                      {"RNNT_CUDA_DEC_GRID_CNT", "1", NULL, NULL},
                                      {"RNNT_CUDA_DEC_GRID_CNT", "0", NULL, NULL},
                                      {"RNNT_CUDA_DEC_GRID_OCC", "1", NULL, NULL},
-                                     {"RNNT_CUDA_DEC_GRID_OCC", "2", NULL, NULL}};
+                                     {"RNNT_CUDA_DEC_GRID_OCC", "2", NULL, NULL},
+                                     {"RNNT_CUDA_DEC_GRID_SLICES", "64", NULL, NULL}};
     const int n_models = g_quick ? 1 : 2;
     char err[512];
     for (int mi = 0; mi < n_models; mi++) {
