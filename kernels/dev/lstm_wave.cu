@@ -15,6 +15,19 @@
  *  10  as 7, chunks of 16, no stagger (every layer's chunk projection on the same wavefront step)
  *  11  as 7, every layer's h staged in shared memory by cp.async first where it fits (B = 1 at 5 x 1024);
  *      7-10 load h straight into fragments layer after layer (run 1: staging was slower)
+ *  12-22: kernels/dev/chip_lab.cu, the lab copy of 7's kernel with session 6's options (22: none of them)
+ *  12  as 7, the next step's schedule by an idle warp beside the cells (LAB_CHIP_EARLY_SCHED)
+ *  13  as 7, each projection pass on its own step, right after its ring slots were read (LAB_CHIP_SPLIT_PROJ)
+ *  14  as 7, every layer's h loads issued before the first product, into registers (LAB_CHIP_HOIST)
+ *  15  as 7, each warp loads its K slice of every layer's h in one round into its own shared buffer, B = 1 only
+ *      (LAB_CHIP_WSTAGE; elsewhere it runs as 7)
+ *  16  12 + 13 + 14;  17  12 + 13 + 15;  18  as 17, chunks of 8
+ *  19  as 17 with projection passes of 16 columns (LAB_CHIP_WIDE_PASS: each W_ih fragment serves two n-tiles,
+ *      half the W_ih bytes from L2); 20  as 19, chunks of 8;  21  as 7 with 16-column passes alone
+ *  22  the lab copy with no option (7's code + this session's restructuring: the same work)
+ *
+ *   LAB_PROF=1 lab_lstm_wave V B [T]   (V >= 12) also runs V once with thread 0's clock at each phase of each
+ *                                  wavefront step in every block, and prints where a step's time goes
  *
  *   lab_lstm_wave [variant]        check every variant (or one) against the CPU reference, then time
  *   lab_lstm_wave V B [T]          run variant V on the 5 x 1024 stack twice (for ncu), no check
@@ -37,6 +50,7 @@
 #include "cu_persist.h"
 #include "cu_wave.h"
 
+#include "chip_lab.h"
 #include "lab_util.h"
 
 static uint64_t rs = 7;
@@ -222,7 +236,9 @@ static void group_wave(cudaStream_t s, stack *S, int l0, int n, int chunk)
                     errlen));
 }
 
-static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stage)
+static unsigned *g_prof; /* LAB_PROF: the profile buffer of the next chip run */
+static int g_prof_steps;
+static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stage, int opt, bool lab)
 {
     cu_wave_layer L[CU_WAVE_MAX_LAYERS];
     for (int l = 0; l < S->nl; l++) {
@@ -232,12 +248,27 @@ static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stag
         L[l].T = S->T[l], L[l].H = S->H, L[l].hp = S->hp, L[l].g4 = S->g4, L[l].in_w = S->in_w[l];
         L[l].stack_in = l > 0 ? S->s[l - 1] : 1;
     }
-    RK(cu_lstm_wave_chip(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, chunk, stagger, stage, S->cscratch,
-                         S->cscratch_bytes, err, errlen));
+    if (!lab) { /* the production kernel (cu_wave.cu) */
+        RK(cu_lstm_wave_chip(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, chunk, stagger, stage, S->cscratch,
+                             S->cscratch_bytes, err, errlen));
+        return;
+    }
+    lab_chip_opts o;
+    memset(&o, 0, sizeof o);
+    o.chunk = chunk, o.stagger = stagger, o.stage = stage, o.opt = opt, o.prof = g_prof, o.prof_steps = g_prof_steps;
+    RK(lab_wave_chip_ex(s, S->hard ? RNNT_ACT_HARD : RNNT_ACT_SOFT, S->B, S->nl, L, &o, S->cscratch, S->cscratch_bytes, err,
+                        errlen));
 }
 static bool is_chip(int v) { return v >= 7; }
-static int chip_chunk(int v) { return v == 8 ? 8 : v == 9 ? 32 : 16; }
+static int chip_chunk(int v) { return v == 8 || v == 18 || v == 20 ? 8 : v == 9 ? 32 : 16; }
 static int chip_stagger(int v) { return v == 10 ? 0 : -1; }
+static int chip_opt(int v)
+{
+    const int es = LAB_CHIP_EARLY_SCHED | LAB_CHIP_SPLIT_PROJ;
+    return v == 12 ? LAB_CHIP_EARLY_SCHED : v == 13 ? LAB_CHIP_SPLIT_PROJ : v == 14 ? LAB_CHIP_HOIST
+         : v == 15 ? LAB_CHIP_WSTAGE : v == 16 ? es | LAB_CHIP_HOIST : v == 17 || v == 18 ? es | LAB_CHIP_WSTAGE
+         : v == 19 || v == 20 ? es | LAB_CHIP_WSTAGE | LAB_CHIP_WIDE_PASS : v == 21 ? LAB_CHIP_WIDE_PASS : 0;
+}
 
 static int group_of(int v) { return v == 5 ? 99 : v == 6 ? 3 : 2; }
 static int chunk_of(int v) { return v == 3 ? 8 : v == 4 ? 32 : 16; }
@@ -258,7 +289,7 @@ static void run(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
     }
     if (is_chip(v)) {
         input_gemm(blas, S, 0);
-        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : 0);
+        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : 0, chip_opt(v), v >= 12);
         return;
     }
     int g = group_of(v) < S->nl ? group_of(v) : S->nl;
@@ -304,8 +335,19 @@ static const char *names[] = {"",
                               "all layers, W_hh on chip, chunk 8",
                               "all layers, W_hh on chip, chunk 32",
                               "all layers, W_hh on chip, chunk 16, no stagger",
-                              "all layers, W_hh on chip, chunk 16, h staged"};
-static const int NV = 11;
+                              "all layers, W_hh on chip, chunk 16, h staged",
+                              "chip C 16, early schedule",
+                              "chip C 16, split projection passes",
+                              "chip C 16, h loads hoisted (registers)",
+                              "chip C 16, h per warp in one round (shared)",
+                              "chip C 16, early + split + hoisted",
+                              "chip C 16, early + split + per-warp h",
+                              "chip C 8, early + split + per-warp h",
+                              "chip C 16, early + split + per-warp h + 16-column passes",
+                              "chip C 8, early + split + per-warp h + 16-column passes",
+                              "chip C 16, 16-column passes",
+                              "chip lab copy, no option"};
+static const int NV = 22;
 /* LAB_VARIANTS=1,7,8 runs only those (the checks and the bench) */
 static bool wanted(int v)
 {
@@ -319,6 +361,86 @@ static bool wanted(int v)
         p = *end ? end + 1 : end;
     }
     return false;
+}
+
+/* LAB_PROF: run variant v once with the phase clocks on and print where a wavefront step's time goes: thread 0 of
+ * each block stamps its SM clock at the step's top, after its own products (warp 0), after the block barrier that
+ * follows every warp's products, at its arrival (after the cells and the next block barrier), after the projections
+ * in the barrier's shadow, after its spin; and the global timer at arrival and after the spin. Means over blocks,
+ * then over steps with and without projection passes. */
+static void profile(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
+{
+    const int nblk = (S->H + 7) / 8, steps = 1024, WD = LAB_CHIP_PROF_WORDS;
+    size_t words = (size_t)nblk * steps * WD;
+    CK(cudaMalloc(&g_prof, words * 4));
+    CK(cudaMemset(g_prof, 0xff, words * 4));
+    g_prof_steps = steps;
+    cudaEvent_t a, e;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&e));
+    CK(cudaEventRecord(a, s));
+    run(v, blas, s, S);
+    CK(cudaEventRecord(e, s));
+    CK(cudaEventSynchronize(e));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, e));
+    std::vector<unsigned> h(words);
+    CK(cudaMemcpy(h.data(), g_prof, words * 4, cudaMemcpyDeviceToHost));
+    cudaFree(g_prof);
+    g_prof = NULL, g_prof_steps = 0;
+    auto R = [&](int b, int st, int i) { return h[((size_t)b * steps + st) * WD + i]; };
+    int W = 0;
+    while (W < steps && R(0, W, 0) != 0xffffffffu) W++;
+    if (W < 3) {
+        printf("profile: only %d steps recorded\n", W);
+        return;
+    }
+    /* clock rate from block 0: cycles and ns between the first and the last arrival */
+    double ghz = (double)(unsigned)(R(0, W - 2, 9) - R(0, 0, 9)) / (double)(unsigned)(R(0, W - 2, 6) - R(0, 0, 6));
+    enum { PROD, WAITP, CELL, FENCE, PROJ, SPIN, TAIL, TOT, SKEW, REL, RELMEAN, SPINMIN, NF };
+    const char *fn[NF] = {"warp 0 products", "wait for the other warps' products", "cells + schedule + block barrier",
+                          "arrival (red.release: its fence waits for the block's stores)", "projections (shadow)", "spin",
+                          "after the spin to the next top", "step (top to top)",
+                          "arrival skew (last - first, ns)", "release (first exit - last arrival, ns)",
+                          "mean exit - last arrival (ns)", "min spin over blocks (cycles)"};
+    double sum[2][NF] = {{0}}, cnt[2] = {0, 0};
+    std::vector<double> tot;
+    for (int st = 0; st + 1 < W - 1; st++) {
+        double f[NF] = {0};
+        long long amin = 1LL << 62, amax = -(1LL << 62), emin = 1LL << 62; /* ns after block 0's first arrival */
+        double emean = 0, smin = 1e30;
+        for (int b = 0; b < nblk; b++) {
+            unsigned c0 = R(b, st, 0), c1 = R(b, st, 1), c2 = R(b, st, 2), c3 = R(b, st, 3), c4 = R(b, st, 4), c5 = R(b, st, 5);
+            unsigned n0 = R(b, st + 1, 0), c9 = R(b, st, 9);
+            f[PROD] += c1 - c0, f[WAITP] += c2 - c1, f[CELL] += c3 - c2, f[FENCE] += c9 - c3, f[PROJ] += c4 - c9;
+            f[SPIN] += c5 - c4;
+            f[TAIL] += n0 - c5, f[TOT] += n0 - c0;
+            smin = fmin(smin, (double)(c5 - c4));
+            long long ga = (int)(R(b, st, 6) - R(0, 0, 6)), ge = (int)(R(b, st, 7) - R(0, 0, 6));
+            amin = std::min(amin, ga), amax = std::max(amax, ga), emin = std::min(emin, ge);
+            emean += ge;
+        }
+        for (int i = 0; i <= TOT; i++) f[i] /= nblk;
+        f[SKEW] = (double)(amax - amin), f[REL] = (double)(emin - amax), f[RELMEAN] = emean / nblk - (double)amax, f[SPINMIN] = smin;
+        int k = R(0, st, 8) > 0;
+        for (int i = 0; i < NF; i++) sum[k][i] += f[i];
+        cnt[k]++;
+        tot.push_back(f[TOT]);
+    }
+    std::sort(tot.begin(), tot.end());
+    printf("\nprofile of variant %d (%s), B = %d: %d wavefront steps, %.3f ms with the clocks on, SM clock %.2f GHz; "
+           "step top to top (cycles) p10 %.0f, p50 %.0f, p90 %.0f, max %.0f\n",
+           v, names[v], S->B, W, ms, ghz, tot[tot.size() / 10], tot[tot.size() / 2], tot[tot.size() * 9 / 10], tot.back());
+    printf("| phase (thread 0, mean over blocks) | steps without projection: cycles | us | steps with projection passes: cycles | us |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < NF; i++) {
+        bool ns = i >= SKEW && i <= RELMEAN;
+        double a0 = cnt[0] ? sum[0][i] / cnt[0] : 0, a1 = cnt[1] ? sum[1][i] / cnt[1] : 0;
+        if (ns) printf("| %s | - | %.2f | - | %.2f |\n", fn[i], a0 / 1000, a1 / 1000);
+        else printf("| %s | %.0f | %.2f | %.0f | %.2f |\n", fn[i], a0, a0 / ghz / 1000, a1, a1 / ghz / 1000);
+    }
+    printf("(%.0f steps without, %.0f with projection passes)\n", cnt[0], cnt[1]);
+    cudaEventDestroy(a);
+    cudaEventDestroy(e);
 }
 
 int main(int argc, char **argv)
@@ -341,6 +463,7 @@ int main(int argc, char **argv)
         CK(cudaStreamSynchronize(s));
         CK(cudaGetLastError());
         printf("ran variant %d (%s) B=%d twice\n", only, names[only], S.B);
+        if (getenv("LAB_PROF") && only >= 12) profile(only, blas, s, &S);
         return 0;
     }
 

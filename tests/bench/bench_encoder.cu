@@ -1,7 +1,8 @@
 /* bench_encoder.cu — our LSTM encoder (hard and soft activations) against cuDNN's cudnnRNNForward on the
  * same weights and inputs, in one process: CUDA events, warm-up, median of repeats.
  *
- *   bench_encoder [--quick] [--reps N]
+ *   bench_encoder [--quick] [--fast] [--wave] [--reps N] [--batches B1,B2,..]   (--batches: the 5 x 1024 shape at those
+ *   B only; --wave: --fast keeps the wavefront run, e.g. RNNT_CUDA_WAVE_CHIP=1 bench_encoder --fast --wave --batches 2,3)
  *
  * Shapes (issue 5): 5 layers x 1024 hidden, input 240, 300 steps, batch 1/8/32/64/128/256, fp16; the
  * seed's 4 x 512, input 512, 100 steps, batch 64, fp32 and fp16. For each: ms, TFLOP/s (2*4H*(I+H)*T*B
@@ -29,6 +30,7 @@
 
 static int g_reps = 20;
 static int g_fast = 0; /* --fast: only the default soft, persistent, per-step graph and layer-stream runs */
+static int g_wave = 0; /* --wave: with --fast, the wavefront run too (the on-chip kernel where RNNT_CUDA_WAVE_CHIP=1) */
 
 static uint64_t rng = 0x1234567ull;
 static float frand(void) /* uniform [-1, 1) */
@@ -389,7 +391,7 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
          * chunk and a quarter of it */
         int soft = run != 0 && run != 4, persist = run == 2 ? 1 : run == 3 || run >= 7 ? -1 : 0, fused = run == 4 || run == 5;
         if (!f16 && run >= 7 && run <= 11) continue;
-        if (g_fast && (run == 0 || (run >= 4 && run <= 11))) continue;
+        if (g_fast && (run == 0 || (run >= 4 && run <= 11)) && !(run == 6 && g_wave)) continue;
         if (run >= 14 && B < 32) continue;
         /* 14-15: the default chunk with the recurrent GEMMs chosen for 66 and 33 SMs (RNNT_CUDA_LSTREAM_SMS) */
         if (run == 14) setenv("RNNT_CUDA_LSTREAM_SMS", "66", 1);
@@ -538,12 +540,26 @@ static ours_result run_ours(cudaStream_t s, cublasHandle_t h, const host_model *
 int main(int argc, char **argv)
 {
     int quick = 0;
+    std::vector<int> only_b; /* --batches 1,2,3: those batch sizes of the 5 x 1024 shape alone */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
+            for (const char *p = argv[++i]; *p;) {
+                char *end;
+                long b = strtol(p, &end, 10);
+                if (end == p || b < 1 || b > 4096) {
+                    fprintf(stderr, "--batches: a comma-separated list of batch sizes 1..4096\n");
+                    return 2;
+                }
+                only_b.push_back((int)b);
+                p = *end == ',' ? end + 1 : end;
+            }
+        }
         else if (!strcmp(argv[i], "--fast")) g_fast = 1;
+        else if (!strcmp(argv[i], "--wave")) g_wave = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--fast] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--fast] [--wave] [--reps N] [--batches B1,B2,..]\n", argv[0]);
             return 2;
         }
     }
@@ -575,11 +591,14 @@ int main(int argc, char **argv)
     };
     std::vector<shape> shapes;
     static const int Bs[] = {1, 8, 16, 24, 32, 64, 128, 256};
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8 && only_b.empty(); i++)
         if ((!quick || Bs[i] == 1 || Bs[i] == 256) && (g_fast || (Bs[i] != 16 && Bs[i] != 24)))
             shapes.push_back({5, 240, 1024, 300, Bs[i], 1});
-    shapes.push_back({4, 512, 512, 100, 64, 0});
-    shapes.push_back({4, 512, 512, 100, 64, 1});
+    for (int b : only_b) shapes.push_back({5, 240, 1024, 300, b, 1});
+    if (only_b.empty()) {
+        shapes.push_back({4, 512, 512, 100, 64, 0});
+        shapes.push_back({4, 512, 512, 100, 64, 1});
+    }
 
     printf("\n| shape (layers x H, in, T) | dtype | B | default path | ours hard ms | ours soft ms | ours soft, persistent kernel ms | ours soft, per-step graph ms | ours fused step hard / soft ms | cuDNN standard ms | cuDNN best ms "
            "(algo) | soft / cuDNN best | hard / cuDNN | soft TFLOP/s | %% of fp16 peak | in-proj ms | mem/item ours MiB | mem/item "
