@@ -450,11 +450,12 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
-/* LEAN: the projection passes one m-tile per sweep over K (4 live W_ih / input registers, not 8 + 4 at once) with
- * the row addresses computed per sweep; ptxas then keeps every W_hh fragment in registers (0 bytes of spills)
- * where the two-m-tile sweep (LEAN = 0, session 5) makes it keep 24 of layer 0's fragment registers in local
- * memory and reload them (12 LDL.64) before every step's products. Same sums in the same order: bitwise equal.
- * Session 7 (kernels/dev/NOTES.md, "The on-chip wavefront, session 7"). */
+/* LEAN: the projection passes one m-tile per sweep over K (8 W_ih + 4 input + 4 accumulator registers live, not
+ * 16 + 4 + 8 and 4 row offsets) with the row addresses computed per sweep; ptxas then keeps every W_hh fragment in
+ * registers (0 bytes of spills) where the two-m-tile sweep (LEAN = 0, session 5) makes it keep 24 of layer 0's
+ * fragment registers in local memory and reload them (12 LDL.64) before every step's products. Same sums in the
+ * same order. Measured no faster at B = 1 and slower at B = 2-3 (twice the dependent load rounds per pass): off by
+ * default (CU_WAVE_CHIP_LEAN_DEFAULT; kernels/dev/NOTES.md, "The on-chip wavefront, session 7"). */
 template <bool HARD, int NR, bool LEAN>
 __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_constant__ cprm P)
 {
