@@ -41,7 +41,7 @@ typedef struct {
                         2: every layer as one wavefront with W_hh on chip where it fits (cu_lstm_wave_chip;
                         RNNT_CUDA_WAVE_CHIP=1 turns a 1 into a 2); -1 never; 0 (default): as the environment's
                         RNNT_CUDA_WAVE=0 / 1 / 2 says, else 2 for fp16 runners of max_batch <=
-                        CU_WAVE_CHIP_AUTO_MAX_B (1) where it fits, off otherwise. */
+                        CU_WAVE_CHIP_AUTO_MAX_B (3) where it fits, off otherwise. */
     int mma_step;    /* fp16 layers on the per-step path (hp <= CU_MMA_MAX_HP): 1 each step t >= 1 is one
                         tensor-core kernel with the cell in its epilogue (cu_mma_step.h) instead of a cuBLAS
                         GEMM + the cell kernel; -1 never; 0 (default): as the environment's

@@ -5,6 +5,7 @@
 #include "cu_wave.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cu_persist.h"
 #include "cu_persist_dev.cuh"
@@ -449,7 +450,13 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
-template <bool HARD, int NR>
+/* LEAN: the projection passes one m-tile per sweep over K (8 W_ih + 4 input + 4 accumulator registers live, not
+ * 16 + 4 + 8 and 4 row offsets) with the row addresses computed per sweep; ptxas then keeps every W_hh fragment in
+ * registers (0 bytes of spills) where the two-m-tile sweep (LEAN = 0, session 5) makes it keep 24 of layer 0's
+ * fragment registers in local memory and reload them (12 LDL.64) before every step's products. Same sums in the
+ * same order. Measured no faster at B = 1 and slower at B = 2-3 (twice the dependent load rounds per pass): off by
+ * default (CU_WAVE_CHIP_LEAN_DEFAULT; kernels/dev/NOTES.md, "The on-chip wavefront, session 7"). */
+template <bool HARD, int NR, bool LEAN>
 __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_constant__ cprm P)
 {
     constexpr int KS = CH_KS, WARPS = CH_WARPS;
@@ -534,42 +541,70 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
             const int t0 = spj[((ws - 1) & 1) * n + l]; /* the chunk starting at wavefront step ws, if any */
             if (t0 < 0) continue;
             const int cs = trun[l] - t0 < C ? trun[l] - t0 : C, ncols = cs * nb, s = L.s, in_w = L.in_w;
+            const int jj = j0 + g; /* LEAN: this lane's W_ih rows are gate rows 2 mt, 2 mt + 1 of unit jj */
             int wro[4]; /* this lane's W_ih rows: R = 16 (r / 2) + 8 (r % 2) + g, -1 past H */
+            if (!LEAN)
 #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const int R = (r >> 1) * 16 + (r & 1) * 8 + g, jj = j0 + (R & 7);
-                wro[r] = jj < H ? ((R >> 3) * H + jj) : -1;
-            }
+                for (int r = 0; r < 4; r++) {
+                    const int R = (r >> 1) * 16 + (r & 1) * 8 + g, jr = j0 + (R & 7);
+                    wro[r] = jr < H ? ((R >> 3) * H + jr) : -1;
+                }
             for (int c0 = 0; c0 < ncols; c0 += CH_PCOLS) {
                 const int col = c0 + g;
                 const bool cv = col < ncols;
                 const int tt = t0 + (cv ? col / nb : 0), b = cv ? col % nb : 0;
                 const __half *in = Lp.y + b * Lp.ldy_b + (size_t)tt * s * hp;
-                float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+                if (LEAN) {
 #pragma unroll 1
-                for (int kk = w * 32; kk < in_w; kk += WARPS * 32) {
-                    const int k = kk + 8 * q;
-                    const uint4 z = make_uint4(0, 0, 0, 0);
-                    const bool kv = k < in_w;
-                    const uint4 bv = cv && kv ? __ldcg((const uint4 *)(in + k)) : z;
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) { /* the four rows' loads in flight together */
-                        const int ra = wro[2 * mt], rb = wro[2 * mt + 1];
-                        const uint4 va = ra >= 0 && kv ? __ldg((const uint4 *)(L.w_ih + (size_t)ra * in_w + k)) : z;
-                        const uint4 vb = rb >= 0 && kv ? __ldg((const uint4 *)(L.w_ih + (size_t)rb * in_w + k)) : z;
-                        const uint32_t a0[4] = {va.x, vb.x, va.y, vb.y};
-                        const uint32_t a1[4] = {va.z, vb.z, va.w, vb.w};
-                        mma16816(acc[mt], a0, bv.x, bv.y);
-                        mma16816(acc[mt], a1, bv.z, bv.w);
+                    for (int mt = 0; mt < 2; mt++) { /* one m-tile a sweep */
+                        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                        const __half *wa = L.w_ih + (size_t)(2 * mt * H + jj) * in_w, *wb = wa + (size_t)H * in_w;
+#pragma unroll 1
+                        for (int kk = w * 32; kk < in_w; kk += WARPS * 32) {
+                            const int k = kk + 8 * q;
+                            const uint4 z = make_uint4(0, 0, 0, 0);
+                            const bool kv = k < in_w;
+                            const uint4 bv = cv && kv ? __ldcg((const uint4 *)(in + k)) : z;
+                            const uint4 va = jj < H && kv ? __ldg((const uint4 *)(wa + k)) : z;
+                            const uint4 vb = jj < H && kv ? __ldg((const uint4 *)(wb + k)) : z;
+                            const uint32_t a0[4] = {va.x, vb.x, va.y, vb.y};
+                            const uint32_t a1[4] = {va.z, vb.z, va.w, vb.w};
+                            mma16816(acc, a0, bv.x, bv.y);
+                            mma16816(acc, a1, bv.z, bv.w);
+                        }
+                        float *p = part + ((size_t)w * CH_PCOLS + 2 * q) * RS + mt * 16 + g;
+                        p[0] = acc[0];
+                        p[RS] = acc[1];
+                        p[8] = acc[2];
+                        p[RS + 8] = acc[3];
                     }
-                }
+                } else {
+                    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll 1
+                    for (int kk = w * 32; kk < in_w; kk += WARPS * 32) {
+                        const int k = kk + 8 * q;
+                        const uint4 z = make_uint4(0, 0, 0, 0);
+                        const bool kv = k < in_w;
+                        const uint4 bv = cv && kv ? __ldcg((const uint4 *)(in + k)) : z;
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    float *p = part + ((size_t)w * CH_PCOLS + 2 * q) * RS + mt * 16 + g;
-                    p[0] = acc[mt][0];
-                    p[RS] = acc[mt][1];
-                    p[8] = acc[mt][2];
-                    p[RS + 8] = acc[mt][3];
+                        for (int mt = 0; mt < 2; mt++) { /* the four rows' loads in flight together */
+                            const int ra = wro[2 * mt], rb = wro[2 * mt + 1];
+                            const uint4 va = ra >= 0 && kv ? __ldg((const uint4 *)(L.w_ih + (size_t)ra * in_w + k)) : z;
+                            const uint4 vb = rb >= 0 && kv ? __ldg((const uint4 *)(L.w_ih + (size_t)rb * in_w + k)) : z;
+                            const uint32_t a0[4] = {va.x, vb.x, va.y, vb.y};
+                            const uint32_t a1[4] = {va.z, vb.z, va.w, vb.w};
+                            mma16816(acc[mt], a0, bv.x, bv.y);
+                            mma16816(acc[mt], a1, bv.z, bv.w);
+                        }
+                    }
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        float *p = part + ((size_t)w * CH_PCOLS + 2 * q) * RS + mt * 16 + g;
+                        p[0] = acc[mt][0];
+                        p[RS] = acc[mt][1];
+                        p[8] = acc[mt][2];
+                        p[RS + 8] = acc[mt][3];
+                    }
                 }
                 __syncthreads();
                 if (tid < CH_PCOLS * 32) {
@@ -704,10 +739,15 @@ __global__ void __launch_bounds__(CH_THREADS, 1) k_wave_chip(const __grid_consta
 }
 
 typedef void (*ckern_t)(cprm);
-ckern_t chip_kernel(bool hard, int nr)
+template <bool HARD>
+ckern_t chip_kernel_nr(int nr, bool lean)
 {
-    return hard ? (nr == 1 ? k_wave_chip<true, 1> : k_wave_chip<true, 2>)
-                : (nr == 1 ? k_wave_chip<false, 1> : k_wave_chip<false, 2>);
+    if (nr == 1) return lean ? k_wave_chip<HARD, 1, true> : k_wave_chip<HARD, 1, false>;
+    return lean ? k_wave_chip<HARD, 2, true> : k_wave_chip<HARD, 2, false>;
+}
+ckern_t chip_kernel(bool hard, int nr, bool lean)
+{
+    return hard ? chip_kernel_nr<true>(nr, lean) : chip_kernel_nr<false>(nr, lean);
 }
 int chip_nr(int n) { return n < CH_NR ? n : CH_NR; }
 int chip_part_floats(int n, int nb)
@@ -736,7 +776,7 @@ int cu_wave_chip_fits(int n, int H, int nb)
     }
     size_t smem = chip_smem(n, nb, 8, 0);
     if (smem > (size_t)optin) return 0;
-    ckern_t k = chip_kernel(false, chip_nr(n));
+    ckern_t k = chip_kernel(false, chip_nr(n), CU_WAVE_CHIP_LEAN_DEFAULT);
     int per_sm = 0;
     if (cu_allow_max_smem((const void *)k) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, CH_THREADS, smem) != cudaSuccess) {
@@ -776,10 +816,19 @@ rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, in
     int optin = 0, dev0;
     CU_TRY(cudaGetDevice(&dev0));
     CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev0));
-    /* staging measured slower (lab run 1: B = 1 3.55 vs 2.91 ms): only when asked for (1) */
-    stage = stage == 1 && chip_smem(n, nb, hp, 1) <= (size_t)optin;
+    /* stage < 0: the defaults (no staging; the lean projection as CU_WAVE_CHIP_LEAN_DEFAULT or RNNT_CUDA_WAVE_CHIP_LEAN) */
+    bool lean = CU_WAVE_CHIP_LEAN_DEFAULT;
+    if (stage < 0) {
+        const char *env = getenv("RNNT_CUDA_WAVE_CHIP_LEAN");
+        if (env && *env) lean = atoi(env) != 0;
+        stage = 0;
+    } else {
+        lean = (stage & CU_WAVE_CHIP_LEAN) != 0;
+    }
+    /* staging measured slower (lab run 1: B = 1 3.55 vs 2.91 ms): only when asked for (bit 1) */
+    stage = (stage & 1) && chip_smem(n, nb, hp, 1) <= (size_t)optin;
     const size_t smem = chip_smem(n, nb, hp, stage);
-    ckern_t kern = chip_kernel(act == RNNT_ACT_HARD, nr);
+    ckern_t kern = chip_kernel(act == RNNT_ACT_HARD, nr, lean);
     CU_TRY(cu_allow_max_smem((const void *)kern));
     int per_sm = 0, dev, sms = 0;
     CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, CH_THREADS, smem));

@@ -61,15 +61,21 @@ rnnt_status cu_lstm_wave(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, 
  * shadow of a barrier. Same H in every layer, H <= 1024, up to 8 rows (fewer where shared memory is
  * short: 3 rows for 5 layers). layers[0].x is the input projection (no bias); `stagger` delays each later
  * layer by that many extra steps so the layers' chunk projections fall on different steps (-1: chunk / 4).
- * stage: 1 copies every layer's h rows into shared memory with cp.async before the products (one L2 round
- * trip per step instead of one per layer) where shared memory allows (5 layers of 1024: 1 row); 0 or -1
- * never (the default: staging measured slower). Rows: n nb <= 16 (one warp per layer and row for the cell).
+ * stage: -1 the defaults; otherwise bits: 1 copies every layer's h rows into shared memory with cp.async
+ * before the products (one L2 round trip per step instead of one per layer) where shared memory allows
+ * (5 layers of 1024: 1 row; measured slower, never by default); CU_WAVE_CHIP_LEAN the projection one m-tile a
+ * sweep (no W_hh fragment spilled; RNNT_CUDA_WAVE_CHIP_LEAN=1 with stage -1, or CU_WAVE_CHIP_LEAN_DEFAULT). Rows: n nb <= 16 (one warp per layer and row for the cell).
  * Every y row is written in full (zeros past len). */
 int cu_wave_chip_fits(int n, int H, int nb);
 /* fp16 runners of at most this many rows run every encoder layer this way by default (cu_encoder.cu): measured
- * at B = 1 on the H100, bench_encoder 2.48 ms against 3.66 for layer by layer (cuDNN 2.61); 2-3 rows measured
- * faster in the lab only (kernels/dev/NOTES.md, "All layers in flight") */
-#define CU_WAVE_CHIP_AUTO_MAX_B 1
+ * on the H100, bench_encoder in the same process as cuDNN, 5 x 1024: B = 1 2.43-2.48 ms against 3.66 for layer by
+ * layer (cuDNN 2.61-2.67); B = 2 / 3 (session 7) 2.85 / 3.31 ms against the persistent default's 3.74 / 3.83 (cuDNN
+ * 3.74 / 3.81) (kernels/dev/NOTES.md, "All layers in flight" and "The on-chip wavefront, session 7") */
+#define CU_WAVE_CHIP_AUTO_MAX_B 3
+#define CU_WAVE_CHIP_LEAN 2
+/* the lean projection (no W_hh fragment spilled) is off by default: measured no faster at B = 1 (2.42 vs 2.43 ms)
+ * and slower at B = 2-3 (2.92 / 3.47 vs 2.85 / 3.31 ms) (session 7, kernels/dev/NOTES.md) */
+#define CU_WAVE_CHIP_LEAN_DEFAULT 0
 size_t cu_wave_chip_scratch_bytes(int n, int nb, int H, int hp, int chunk);
 rnnt_status cu_lstm_wave_chip(cudaStream_t stream, rnnt_lstm_act act, int nb, int n, const cu_wave_layer *layers, int chunk,
                               int stagger, int stage, void *scratch, size_t scratch_bytes, char *err, size_t errlen);

@@ -25,8 +25,10 @@
  *  19  as 17 with projection passes of 16 columns (LAB_CHIP_WIDE_PASS: each W_ih fragment serves two n-tiles,
  *      half the W_ih bytes from L2); 20  as 19, chunks of 8;  21  as 7 with 16-column passes alone
  *  22  the lab copy with no option (7's code + this session's restructuring: the same work)
+ *  23  as 7 (the production kernel) with the lean projection (CU_WAVE_CHIP_LEAN: one m-tile a sweep, no W_hh
+ *      fragment spilled; session 7);  24  as 23, chunks of 8, stagger 2
  *
- *   LAB_PROF=1 lab_lstm_wave V B [T]   (V >= 12) also runs V once with thread 0's clock at each phase of each
+ *   LAB_PROF=1 lab_lstm_wave V B [T]   (12 <= V <= 22) also runs V once with thread 0's clock at each phase of each
  *                                  wavefront step in every block, and prints where a step's time goes
  *
  *   lab_lstm_wave [variant]        check every variant (or one) against the CPU reference, then time
@@ -260,7 +262,7 @@ static void chip_wave(cudaStream_t s, stack *S, int chunk, int stagger, int stag
                         errlen));
 }
 static bool is_chip(int v) { return v >= 7; }
-static int chip_chunk(int v) { return v == 8 || v == 18 || v == 20 ? 8 : v == 9 ? 32 : 16; }
+static int chip_chunk(int v) { return v == 8 || v == 18 || v == 20 || v == 24 ? 8 : v == 9 ? 32 : 16; }
 static int chip_stagger(int v) { return v == 10 ? 0 : -1; }
 static int chip_opt(int v)
 {
@@ -289,7 +291,8 @@ static void run(int v, cublasHandle_t blas, cudaStream_t s, stack *S)
     }
     if (is_chip(v)) {
         input_gemm(blas, S, 0);
-        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : 0, chip_opt(v), v >= 12);
+        chip_wave(s, S, chip_chunk(v), chip_stagger(v), v == 11 ? 1 : v >= 23 ? CU_WAVE_CHIP_LEAN : 0, chip_opt(v),
+                  v >= 12 && v <= 22);
         return;
     }
     int g = group_of(v) < S->nl ? group_of(v) : S->nl;
@@ -346,8 +349,10 @@ static const char *names[] = {"",
                               "chip C 16, early + split + per-warp h + 16-column passes",
                               "chip C 8, early + split + per-warp h + 16-column passes",
                               "chip C 16, 16-column passes",
-                              "chip lab copy, no option"};
-static const int NV = 22;
+                              "chip lab copy, no option",
+                              "chip C 16, lean projection (production)",
+                              "chip C 8, lean projection (production)"};
+static const int NV = 24;
 /* LAB_VARIANTS=1,7,8 runs only those (the checks and the bench) */
 static bool wanted(int v)
 {
@@ -463,7 +468,7 @@ int main(int argc, char **argv)
         CK(cudaStreamSynchronize(s));
         CK(cudaGetLastError());
         printf("ran variant %d (%s) B=%d twice\n", only, names[only], S.B);
-        if (getenv("LAB_PROF") && only >= 12) profile(only, blas, s, &S);
+        if (getenv("LAB_PROF") && only >= 12 && only <= 22) profile(only, blas, s, &S);
         return 0;
     }
 

@@ -5,8 +5,8 @@
 # tests/gpu/stage-pack.sh /work/main/.gpu/bench build-cuda/tests/bench/bench_engine; there:
 #   bash tests/gpu/device-merge-check.sh        (run with carry [".gpu/label", ".gpu/bench"])
 # MERGE_STEPS picks the steps (default label,gpufe,stream,bench,load); also:
-#   race:  the decoding loop alone (test_cuda_decoder) under compute-sanitizer racecheck and memcheck, one process
-#          per variant in RACE_VARIANTS (default: every variant that test_cuda_decoder --list names);
+#   race:  the gpu tests under compute-sanitizer: tests/gpu/device-sanitize.sh's job table (sanitize-jobs.txt), every
+#          job or those named in SAN_ONLY, within RACE_BUDGET_S (default 150) and SAN_TOOL_TIMEOUT (140) per job;
 #   serve: tests/gpu/device-serve.sh prof from the carried .gpu/serve2 (tests/gpu/stage-serve.sh with
 #          DEST=/work/main/.gpu/serve2): the lone request and the C load client at 2,048 and 3,072 clients;
 #   bench: takes bench_engine from .gpu/bench, or else from .gpu/serve2's pack.
@@ -21,11 +21,12 @@ if want label; then
   tail -24 "$OUT/label.txt"
 fi
 if want race; then
-  step "test_cuda_decoder under racecheck and memcheck"
-  mkdir -p "$OUT/race"
-  OUT=$OUT/race PACK=.gpu/label/pack.tar.xz BUDGET_S=${RACE_BUDGET_S:-150} JOBS=${RACE_JOBS:-12} \
-    VARIANTS=${RACE_VARIANTS:-} bash .gpu/label/device-race-decoder.sh racecheck,memcheck > "$OUT/race.txt" 2>&1
-  echo "exit $?"; grep -E "^(racecheck|memcheck) |clean|error|not run" "$OUT/race.txt" | cut -c1-200 | head -70
+  # sanitize-jobs.txt's jobs (all, or SAN_ONLY=name,...), many compute-sanitizer processes at once
+  step "gpu tests under compute-sanitizer (sanitize-jobs.txt ${SAN_ONLY:-all jobs})"
+  mkdir -p "$OUT/san"
+  OUT=$OUT/san ONLY=${SAN_ONLY:-} BUDGET_S=${RACE_BUDGET_S:-150} TOOL_TIMEOUT=${SAN_TOOL_TIMEOUT:-140} \
+    bash .gpu/label/device-sanitize.sh > "$OUT/san.txt" 2>&1
+  echo "exit $?"; cut -c1-240 "$OUT/san/summary.txt" | head -90
 fi
 if want gpufe; then
   step "daemon audio (CUDA frontend)"

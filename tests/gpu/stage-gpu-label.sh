@@ -8,7 +8,7 @@
 # The pack also holds the daemon (bin/rnntd) and the scripts of device-gpufe.sh's `daemon` step and
 # device-cudastream.sh's `server` step, so one carry also checks the daemon's CUDA audio and stream paths:
 #   bash .gpu/label/device-gpufe.sh daemon; bash .gpu/label/device-cudastream.sh server
-# and the decoding loop's sanitizer runs (test_cuda_decoder is a gpu test): bash .gpu/label/device-race-decoder.sh
+# and the label under compute-sanitizer (its job table, sanitize-jobs.txt): bash .gpu/label/device-sanitize.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
@@ -42,5 +42,6 @@ mkdir -p "$dest/whl"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest/whl" websockets==12.0
 cp tests/gpu/device-gpu-label.sh tests/gpu/device-common.sh tests/gpu/device-gpufe.sh tests/gpu/daemon_audio.py \
-  tests/gpu/device-cudastream.sh tests/gpu/device-race-decoder.sh tests/bench/stream_loadgen.py tests/server/test_stream.py tests/server/harness.py "$dest/"
+  tests/gpu/device-cudastream.sh tests/gpu/device-race-decoder.sh tests/gpu/device-sanitize.sh tests/gpu/sanitize-jobs.txt \
+  tests/bench/stream_loadgen.py tests/server/test_stream.py tests/server/harness.py "$dest/"
 cat "$dest/tests.tsv"
