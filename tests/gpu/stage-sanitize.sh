@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
 dest=${DEST:-/work/main/.gpu/race7}
+# (stage-gpu-label.sh packs device-sanitize.sh and its job table too)
 DEST=$dest tests/gpu/stage-gpu-label.sh "$build"
-cp tests/gpu/device-sanitize.sh tests/gpu/sanitize-jobs.txt "$dest/"
 rm -rf "$dest/base"
 [ -z "${BASE_BIN:-}" ] || tests/gpu/stage-pack.sh "$dest/base" "$BASE_BIN"
 du -sh "$dest"
