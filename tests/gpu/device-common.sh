@@ -32,3 +32,17 @@ open_pack() {
   B=$dir/bin
   use_libs "$dir/lib" "$@"
 }
+
+# san_verdict LOG: a compute-sanitizer run's verdict from its log, whose last line is "exit RC after S s" (the tool run
+# with --error-exitcode 9 under timeout): clean, ERRORS FOUND, TIMED OUT, NOT RUN or FAILED
+san_verdict() {
+  local rc
+  rc=$(sed -n 's/^exit \([0-9]*\) after.*/\1/p' "$1" | tail -1)
+  case "$rc" in
+    0) echo clean ;;
+    9) echo "ERRORS FOUND" ;;
+    124) echo "TIMED OUT" ;;
+    "") echo "NOT RUN" ;;
+    *) echo "FAILED (exit $rc: the test or the tool)" ;;
+  esac
+}

@@ -58,14 +58,7 @@ for tool in racecheck memcheck synccheck initcheck; do
   wait
   for v in ${variants//,/ }; do
     f="$OUT/$tool/$v.log"
-    rc=$(sed -n 's/^exit \([0-9]*\) after.*/\1/p' "$f" | tail -1)
-    case "$rc" in
-      0) verdict=clean ;;
-      9) verdict="ERRORS FOUND" ;;
-      124) verdict="TIMED OUT" ;;
-      "") verdict="NOT RUN" ;;
-      *) verdict="FAILED (the test or the tool)" ;;
-    esac
+    verdict=$(san_verdict "$f")
     echo "$tool $v: $verdict; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error|^\[  ERROR   \]|^\[  FAILED  \]|^exit |^not run' "$f" |
       head -6 | tr '\n' ' ' | cut -c1-400)"
   done | tee "$OUT/$tool.log"

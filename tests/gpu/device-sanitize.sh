@@ -70,16 +70,9 @@ wait
 
 for name in "${names[@]}"; do
   f=$L/$name.log
-  rc=$(sed -n 's/^exit \([0-9]*\) after.*/\1/p' "$f" | tail -1)
   tool=$(sed -n '1s/^== [^:]*: \([a-z]*\) .*/\1/p' "$f")
-  case "$rc" in
-    0) verdict=clean ;;
-    9) verdict="ERRORS FOUND" ;;
-    124) verdict="TIMED OUT" ;;
-    "") verdict="NOT RUN" ;;
-    *) verdict="FAILED (exit $rc: the test or the tool)" ;;
-  esac
-  [ "$tool" = none ] && [ "$rc" = 0 ] && verdict=passed
+  verdict=$(san_verdict "$f")
+  [ "$tool" = none ] && [ "$verdict" = clean ] && verdict=passed
   echo "$name: $verdict; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error|^\[  FAILED  \]|^\[  PASSED  \]|^exit |^not run' "$f" |
     tr '\n' ' ' | cut -c1-360)"
   # the distinct places: racecheck's pairs ("Race reported between Read access at F+0x.. in FILE:LINE" and the next
